@@ -1,0 +1,43 @@
+// Session: load an ONNX model once, run it many times.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mminfer/status.h"
+#include "mminfer/tensor.h"
+
+namespace mminfer {
+
+struct SessionOptions {
+  int threads = 0;           // 0: all cores
+  int opt_level = 1;         // 0: run the graph as written
+  std::string profile_path;  // non-empty: write a Chrome trace here when the session ends
+};
+
+struct ValueInfo {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  bool has_shape = false;          // false: rank unknown
+  std::vector<int64_t> dims;       // -1 where symbolic or unknown
+  std::vector<std::string> symbols;  // dimension names ("" when fixed or unnamed)
+};
+
+using NamedTensor = std::pair<std::string, Tensor>;
+
+class Session {
+ public:
+  virtual ~Session() = default;
+  static Status load(const std::string& path, const SessionOptions& options,
+                     std::unique_ptr<Session>* out);
+  static Status load_from_bytes(const std::string& bytes, const std::string& base_dir,
+                                const SessionOptions& options, std::unique_ptr<Session>* out);
+
+  virtual const std::vector<ValueInfo>& inputs() const = 0;
+  virtual const std::vector<ValueInfo>& outputs() const = 0;
+  // Outputs come back in the order of outputs().
+  virtual Status run(const std::vector<NamedTensor>& inputs, std::vector<Tensor>* outputs) = 0;
+};
+
+}  // namespace mminfer

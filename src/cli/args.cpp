@@ -1,0 +1,68 @@
+#include "cli/args.h"
+
+#include "mminfer/status.h"
+
+namespace mminfer::cli {
+
+Args::Args(int argc, char** argv, int first, const std::set<std::string>& value_flags,
+           const std::set<std::string>& bool_flags) {
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) == 0 && a.size() > 2) {
+      std::string name = a, value;
+      bool inline_value = false;
+      size_t eq = a.find('=');
+      if (eq != std::string::npos) {
+        name = a.substr(0, eq);
+        value = a.substr(eq + 1);
+        inline_value = true;
+      }
+      if (value_flags.count(name)) {
+        if (!inline_value) {
+          if (i + 1 >= argc) throw Error(name + " needs a value");
+          value = argv[++i];
+        }
+        values_[name].push_back(value);
+      } else if (bool_flags.count(name)) {
+        if (inline_value) throw Error(name + " takes no value");
+        bools_.insert(name);
+      } else {
+        throw Error("unknown option " + name);
+      }
+    } else {
+      positional_.push_back(a);
+    }
+  }
+}
+
+std::string Args::get(const std::string& flag, const std::string& fallback) const {
+  auto it = values_.find(flag);
+  return it == values_.end() ? fallback : it->second.back();
+}
+
+int Args::get_int(const std::string& flag, int fallback) const {
+  auto it = values_.find(flag);
+  if (it == values_.end()) return fallback;
+  try {
+    size_t pos = 0;
+    int v = std::stoi(it->second.back(), &pos);
+    if (pos != it->second.back().size()) throw std::invalid_argument("trailing");
+    return v;
+  } catch (const std::logic_error&) {
+    throw Error(flag + " expects a whole number, got '" + it->second.back() + "'");
+  }
+}
+
+std::vector<std::string> Args::all(const std::string& flag) const {
+  auto it = values_.find(flag);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& flag) {
+  size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    throw Error(flag + " expects NAME=VALUE, got '" + s + "'");
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+}  // namespace mminfer::cli

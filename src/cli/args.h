@@ -1,0 +1,30 @@
+// A small command-line parser: --flag VALUE, --flag=VALUE, repeated flags, positionals.
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mminfer::cli {
+
+class Args {
+ public:
+  // value_flags take a value; bool_flags do not. Unknown flags throw Error.
+  Args(int argc, char** argv, int first, const std::set<std::string>& value_flags,
+       const std::set<std::string>& bool_flags);
+  bool has(const std::string& flag) const { return values_.count(flag) || bools_.count(flag); }
+  std::string get(const std::string& flag, const std::string& fallback = "") const;
+  int get_int(const std::string& flag, int fallback) const;  // throws Error on non-numbers
+  std::vector<std::string> all(const std::string& flag) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::vector<std::string>> values_;
+  std::set<std::string> bools_;
+  std::vector<std::string> positional_;
+};
+
+// Splits "NAME=VALUE" at the last '=' (names may contain '=' rarely; paths rarely do).
+std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& flag);
+
+}  // namespace mminfer::cli

@@ -1,0 +1,122 @@
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/tensor_inputs.h"
+#include "core/npy.h"
+#include "core/parallel.h"
+#include "mminfer/session.h"
+
+namespace mminfer::cli {
+
+namespace {
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  double idx = p * static_cast<double>(v.size() - 1);
+  size_t lo = static_cast<size_t>(idx);
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
+}
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  Args args(argc, argv, 2, {"--input", "--shape", "--runs", "--warmup", "--threads", "--int-range", "--opt-level", "--profile"},
+            {"--help", "--json"});
+  if (args.has("--help") || args.positional().size() != 1) {
+    std::fputs(
+        "usage: mminfer bench MODEL.onnx [--input NAME=F.npy | --shape NAME=1x3x224x224]... [--runs N]\n"
+        "                    [--warmup N] [--threads N] [--int-range NAME=LO:HI] [--opt-level L] [--json]\n",
+        stderr);
+    return args.has("--help") ? 0 : 2;
+  }
+  SessionOptions opts;
+  opts.threads = args.get_int("--threads", 0);
+  opts.opt_level = args.get_int("--opt-level", 1);
+  opts.profile_path = args.get("--profile");
+  int runs = args.get_int("--runs", 20), warmup = args.get_int("--warmup", 3);
+  if (runs < 1 || warmup < 0) throw Error("--runs must be at least 1 and --warmup at least 0");
+  std::unique_ptr<Session> session;
+  Status st = Session::load(args.positional()[0], opts, &session);
+  if (!st) throw Error(st.message());
+
+  std::map<std::string, Tensor> given;
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, IntRange> ranges;
+  for (auto& s : args.all("--input")) {
+    auto [n, p] = split_assignment(s, "--input");
+    given[n] = read_npy(p);
+  }
+  for (auto& s : args.all("--shape")) {
+    auto [n, v] = split_assignment(s, "--shape");
+    shapes[n] = parse_shape(v, "--shape " + n);
+  }
+  for (auto& s : args.all("--int-range")) {
+    auto [n, v] = split_assignment(s, "--int-range");
+    size_t colon = v.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument("");
+      ranges[n] = IntRange{std::stoll(v.substr(0, colon)), std::stoll(v.substr(colon + 1))};
+    } catch (const std::logic_error&) {
+      throw Error("--int-range expects NAME=LO:HI, got '" + s + "'");
+    }
+    if (ranges[n].hi <= ranges[n].lo) throw Error("--int-range " + n + ": HI must be above LO");
+  }
+  std::mt19937_64 rng(1234);
+  std::vector<NamedTensor> inputs;
+  for (const ValueInfo& info : session->inputs()) {
+    if (given.count(info.name)) {
+      inputs.emplace_back(info.name, given[info.name]);
+      continue;
+    }
+    Shape shape;
+    if (shapes.count(info.name)) {
+      shape = shapes[info.name];
+    } else {
+      bool fixed = info.has_shape;
+      for (int64_t d : info.dims) fixed = fixed && d >= 0;
+      if (!fixed) throw Error("input '" + info.name + "' has a symbolic shape; give it with --shape " + info.name + "=AxB...");
+      shape = info.dims;
+    }
+    DType dt = info.dtype == DType::kUndefined ? DType::kFloat32 : info.dtype;
+    inputs.emplace_back(info.name, random_tensor(dt, shape, ranges.count(info.name) ? ranges[info.name] : IntRange{}, rng));
+  }
+  for (auto& [n, t] : given) {
+    bool known = false;
+    for (auto& i : session->inputs()) known = known || i.name == n;
+    if (!known) throw Error("unknown input '" + n + "'");
+  }
+  std::vector<Tensor> outputs;
+  for (int i = 0; i < warmup; ++i) {
+    st = session->run(inputs, &outputs);
+    if (!st) throw Error(st.message());
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    st = session->run(inputs, &outputs);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!st) throw Error(st.message());
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  double median = percentile(ms, 0.5), p90 = percentile(ms, 0.9), mn = *std::min_element(ms.begin(), ms.end());
+  std::printf("model: %s\nthreads: %d, runs: %d, warmup: %d\n", args.positional()[0].c_str(), num_threads(), runs, warmup);
+  std::printf("median %.3f ms, p90 %.3f ms, min %.3f ms, peak RSS %.1f MiB\n", median, p90, mn, peak_rss_mb());
+  if (args.has("--json"))
+    std::printf("{\"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"runs\": %d, \"threads\": %d, \"peak_rss_mb\": %.1f}\n",
+                median, p90, mn, runs, num_threads(), peak_rss_mb());
+  return 0;
+}
+
+}  // namespace mminfer::cli

@@ -1,0 +1,61 @@
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/npy.h"
+#include "mminfer/session.h"
+
+namespace mminfer::cli {
+
+namespace {
+
+// Output names become file names: keep letters, digits, '-', '_' and '.', replace the rest.
+std::string file_safe(const std::string& name) {
+  std::string s;
+  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  if (s.empty() || s == "." || s == "..") s = "output" + s;
+  return s;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  Args args(argc, argv, 2, {"--input", "--output-dir", "--threads", "--profile", "--opt-level"}, {"--help"});
+  if (args.has("--help") || args.positional().size() != 1) {
+    std::fputs(
+        "usage: mminfer run MODEL.onnx --input NAME=FILE.npy ... [--output-dir DIR] [--threads N]\n"
+        "                  [--profile TRACE.json] [--opt-level 0|1|2]\n",
+        stderr);
+    return args.has("--help") ? 0 : 2;
+  }
+  SessionOptions opts;
+  opts.threads = args.get_int("--threads", 0);
+  opts.opt_level = args.get_int("--opt-level", 1);
+  opts.profile_path = args.get("--profile");
+  std::unique_ptr<Session> session;
+  Status st = Session::load(args.positional()[0], opts, &session);
+  if (!st) throw Error(st.message());
+  std::vector<NamedTensor> inputs;
+  for (const std::string& spec : args.all("--input")) {
+    auto [name, path] = split_assignment(spec, "--input");
+    inputs.emplace_back(name, read_npy(path));
+  }
+  std::vector<Tensor> outputs;
+  st = session->run(inputs, &outputs);
+  if (!st) throw Error(st.message());
+  std::string dir = args.get("--output-dir", ".");
+  std::filesystem::create_directories(dir);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string& name = session->outputs()[i].name;
+    std::string path = (std::filesystem::path(dir) / (file_safe(name) + ".npy")).string();
+    write_npy(path, outputs[i]);
+    std::printf("%s: %s %s -> %s\n", name.c_str(), dtype_name(outputs[i].dtype()), shape_str(outputs[i].shape()).c_str(),
+                path.c_str());
+  }
+  session.reset();  // writes the profile
+  if (!opts.profile_path.empty()) std::printf("profile: %s\n", opts.profile_path.c_str());
+  return 0;
+}
+
+}  // namespace mminfer::cli

@@ -1,0 +1,11 @@
+// Subcommands of the mminfer binary. Each returns the process exit code.
+#pragma once
+
+namespace mminfer::cli {
+
+int cmd_inspect(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_onnx_test(int argc, char** argv);
+
+}  // namespace mminfer::cli

@@ -1,0 +1,47 @@
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/commands.h"
+#include "mminfer/status.h"
+
+namespace {
+
+void usage() {
+  std::fputs(
+      "usage: mminfer COMMAND [options]\n"
+      "\n"
+      "commands:\n"
+      "  inspect MODEL                    inputs, outputs, opsets, op histogram, parameters\n"
+      "  run MODEL --input NAME=F.npy ... run once, write outputs as .npy\n"
+      "  bench MODEL [--shape NAME=1x3x224x224 | --input NAME=F.npy]...  time repeated runs\n"
+      "  onnx-test DIR...                 run ONNX backend test cases\n"
+      "\n"
+      "run 'mminfer COMMAND --help' for the options of one command\n",
+      stderr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  std::string cmd = argv[1];
+  try {
+    if (cmd == "inspect") return mminfer::cli::cmd_inspect(argc, argv);
+    if (cmd == "run") return mminfer::cli::cmd_run(argc, argv);
+    if (cmd == "bench") return mminfer::cli::cmd_bench(argc, argv);
+    if (cmd == "onnx-test") return mminfer::cli::cmd_onnx_test(argc, argv);
+  } catch (const mminfer::Error& e) {
+    std::fprintf(stderr, "mminfer %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mminfer %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "mminfer: unknown command '%s'\n", cmd.c_str());
+  usage();
+  return 2;
+}

@@ -1,0 +1,48 @@
+#include "cli/tensor_inputs.h"
+
+#include "core/half.h"
+#include "mminfer/status.h"
+
+namespace mminfer::cli {
+
+Shape parse_shape(const std::string& s, const std::string& what) {
+  Shape shape;
+  if (s.empty() || s == "scalar") return shape;
+  size_t start = 0;
+  while (true) {
+    size_t x = s.find_first_of("x,", start);
+    std::string tok = s.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    try {
+      size_t pos = 0;
+      long long v = std::stoll(tok, &pos);
+      if (pos != tok.size() || v < 0) throw std::invalid_argument("bad");
+      shape.push_back(v);
+    } catch (const std::logic_error&) {
+      throw Error(what + ": bad shape '" + s + "' (expected e.g. 1x3x224x224)");
+    }
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  return shape;
+}
+
+Tensor random_tensor(DType dtype, const Shape& shape, const IntRange& range, std::mt19937_64& rng) {
+  Tensor t = Tensor::empty(dtype, shape);
+  int64_t n = t.numel();
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int64_t> uni(range.lo, std::max(range.lo, range.hi - 1));
+  switch (dtype) {
+    case DType::kFloat32: for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = normal(rng); break;
+    case DType::kFloat64: for (int64_t i = 0; i < n; ++i) t.data<double>()[i] = normal(rng); break;
+    case DType::kFloat16: for (int64_t i = 0; i < n; ++i) t.data<uint16_t>()[i] = float_to_half(normal(rng)); break;
+    case DType::kInt64: for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = uni(rng); break;
+    case DType::kInt32: for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(uni(rng)); break;
+    case DType::kInt8: for (int64_t i = 0; i < n; ++i) t.data<int8_t>()[i] = static_cast<int8_t>(uni(rng)); break;
+    case DType::kUint8: for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(uni(rng)); break;
+    case DType::kBool: for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(rng() & 1); break;
+    default: throw Error(std::string("cannot make random inputs of dtype ") + dtype_name(dtype));
+  }
+  return t;
+}
+
+}  // namespace mminfer::cli

@@ -1,0 +1,43 @@
+// Intra-op parallelism. oneDNN in Debian is built on OpenMP, so our kernels use the same
+// OpenMP team: one set of worker threads, never two pools fighting for two cores.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+namespace mminfer {
+
+void set_num_threads(int n);  // 0: all cores
+int num_threads();
+
+// Calls fn(begin, end) over [0, n) split into at most num_threads() contiguous chunks.
+// Runs inline when the work is small (n < 2 * grain) or already inside a parallel region.
+template <typename Fn>
+void parallel_for(int64_t n, int64_t grain, Fn&& fn);
+
+bool in_parallel_region();
+
+}  // namespace mminfer
+
+#include <omp.h>
+
+namespace mminfer {
+
+template <typename Fn>
+void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
+  if (n <= 0) return;
+  int threads = num_threads();
+  if (grain < 1) grain = 1;
+  int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+  if (chunks <= 1 || omp_in_parallel()) {
+    fn(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t begin = n * c / chunks;
+    int64_t end = n * (c + 1) / chunks;
+    fn(begin, end);
+  }
+}
+
+}  // namespace mminfer

@@ -1,0 +1,260 @@
+#include "runtime/executor.h"
+
+#include <climits>
+#include <cstdlib>
+
+#include "kernels/cpu/registry.h"
+#include "runtime/memory_plan.h"
+
+namespace mminfer::runtime {
+
+using kernels::TensorDesc;
+
+Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
+  std::vector<int> order = graph_.topological_order();
+  auto& registry = kernels::Registry::instance();
+  for (int ni : order) {
+    const ir::Node& node = graph_.nodes[ni];
+    kernels::KernelSpec spec;
+    spec.name = graph_.label(node);
+    spec.op_type = node.op_type;
+    spec.domain = node.domain;
+    spec.opset = node.opset;
+    spec.attrs = &node.attrs;
+    spec.num_inputs = node.inputs.size();
+    spec.num_outputs = node.outputs.size();
+    for (int v : node.inputs) {
+      if (v < 0) {
+        spec.input_dtypes.push_back(DType::kUndefined);
+        spec.constant_inputs.push_back(nullptr);
+        continue;
+      }
+      const ir::Value& val = graph_.values[v];
+      DType dt = val.dtype;
+      // Unknown dtypes are checked at run time; mark present inputs as at least "something".
+      spec.input_dtypes.push_back(dt == DType::kUndefined ? DType::kString : dt);
+      spec.constant_inputs.push_back(val.is_constant ? &val.constant : nullptr);
+    }
+    // kString stood for "present but unknown" above; the registry must not reject it.
+    for (auto& dt : spec.input_dtypes)
+      if (dt == DType::kString) dt = DType::kUndefined;
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] >= 0 && spec.input_dtypes[i] == DType::kUndefined) spec.input_dtypes[i] = DType::kUndefined;
+    Step step;
+    step.node = ni;
+    step.kernel = registry.create(spec);
+    step.inputs = node.inputs;
+    step.outputs = node.outputs;
+    steps_.push_back(std::move(step));
+  }
+  last_use_.assign(graph_.values.size(), -1);
+  for (size_t s = 0; s < steps_.size(); ++s)
+    for (int v : steps_[s].inputs)
+      if (v >= 0) last_use_[v] = static_cast<int>(s);
+  for (int o : graph_.outputs) last_use_[o] = INT_MAX;
+  for (size_t v = 0; v < graph_.values.size(); ++v) {
+    const ir::Value& val = graph_.values[v];
+    if (val.is_constant || val.is_graph_input || val.is_graph_output) continue;
+    if (last_use_[v] >= 0 && last_use_[v] != INT_MAX) steps_[last_use_[v]].release.push_back(static_cast<int>(v));
+  }
+  // Outputs nobody reads are released right after their producer runs.
+  for (size_t s = 0; s < steps_.size(); ++s)
+    for (int o : steps_[s].outputs)
+      if (o >= 0 && last_use_[o] < 0 && !graph_.values[o].is_graph_output) steps_[s].release.push_back(o);
+  values_.resize(graph_.values.size());
+}
+
+Executor::~Executor() = default;
+
+Executor::ShapePlan Executor::build_plan(const std::vector<TensorDesc>& descs) const {
+  ShapePlan plan;
+  plan.descs = descs;
+  plan.offset.assign(graph_.values.size(), -1);
+  size_t n = graph_.values.size();
+  // Follow aliases (Reshape and friends) to the buffer that really holds the bytes.
+  std::vector<int> root(n);
+  for (size_t v = 0; v < n; ++v) root[v] = static_cast<int>(v);
+  std::vector<int> first(n, -1), last(n, -1);
+  std::vector<int> request_of(n, -1);
+  std::vector<BufferRequest> requests;
+  auto plannable = [&](int v) {
+    const ir::Value& val = graph_.values[v];
+    return !val.is_constant && !val.is_graph_input && !val.is_graph_output;
+  };
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const Step& st = steps_[s];
+    if (st.kernel->outputs_need_run()) continue;
+    for (size_t oi = 0; oi < st.outputs.size(); ++oi) {
+      int o = st.outputs[oi];
+      if (o < 0) continue;
+      int a = st.kernel->alias_input(static_cast<int>(oi));
+      if (a >= 0 && static_cast<size_t>(a) < st.inputs.size() && st.inputs[a] >= 0) {
+        int r = root[st.inputs[a]];
+        root[o] = r;
+        // A graph output must own its bytes, so an alias of an arena buffer is not allowed.
+        if (!plannable(o) && request_of[r] >= 0) {
+          root[o] = o;
+          continue;
+        }
+        if (request_of[r] >= 0) {
+          int lu = last_use_[o] < 0 ? static_cast<int>(s) : last_use_[o];
+          auto& req = requests[request_of[r]];
+          req.last_step = std::max(req.last_step, lu);
+        }
+        continue;
+      }
+      if (!plannable(o)) continue;
+      size_t bytes = static_cast<size_t>(shape_numel(descs[o].shape)) * dtype_size(descs[o].dtype);
+      int lu = last_use_[o] < 0 ? static_cast<int>(s) : last_use_[o];
+      // In place: reuse an input's buffer when this step is its last reader.
+      int ip = st.kernel->inplace_input(static_cast<int>(oi));
+      if (ip >= 0 && static_cast<size_t>(ip) < st.inputs.size() && st.inputs[ip] >= 0) {
+        int r = root[st.inputs[ip]];
+        if (request_of[r] >= 0) {
+          auto& req = requests[request_of[r]];
+          size_t rbytes = static_cast<size_t>(shape_numel(descs[r].shape)) * dtype_size(descs[r].dtype);
+          if (req.last_step == static_cast<int>(s) && rbytes == bytes) {
+            req.last_step = lu;
+            request_of[o] = request_of[r];
+            root[o] = r;
+            continue;
+          }
+        }
+      }
+      request_of[o] = static_cast<int>(requests.size());
+      requests.push_back({bytes, static_cast<int>(s), lu});
+    }
+  }
+  MemoryPlan mp = plan_memory(requests);
+  plan.arena_bytes = mp.total_bytes;
+  if (plan.arena_bytes) {
+    void* p = std::aligned_alloc(64, (plan.arena_bytes + 63) / 64 * 64);
+    if (!p) throw Error("out of memory: arena of " + std::to_string(plan.arena_bytes) + " bytes");
+    plan.arena = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
+  for (size_t v = 0; v < n; ++v)
+    if (request_of[v] >= 0 && root[v] == static_cast<int>(v)) plan.offset[v] = static_cast<int64_t>(mp.offsets[request_of[v]]);
+  // In-place outputs share the offset of the buffer they overwrite.
+  for (size_t v = 0; v < n; ++v)
+    if (request_of[v] >= 0 && root[v] != static_cast<int>(v)) plan.offset[v] = static_cast<int64_t>(mp.offsets[request_of[v]]);
+  return plan;
+}
+
+namespace {
+std::string describe_shapes(const kernels::Inputs& in, const kernels::Outputs& out) {
+  std::string s;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (i) s += ", ";
+    s += in[i] && in[i]->defined() ? shape_str(in[i]->shape()) : "-";
+  }
+  s += " -> ";
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i) s += ", ";
+    s += out[i] && out[i]->defined() ? shape_str(out[i]->shape()) : "-";
+  }
+  return s;
+}
+}  // namespace
+
+void Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, std::vector<TensorDesc>* record,
+                       Profiler* profiler) {
+  char* arena = plan && plan->arena ? static_cast<char*>(plan->arena.get()) : nullptr;
+  kernels::Inputs in;
+  kernels::Outputs out;
+  std::vector<TensorDesc> descs;
+  Tensor scratch;
+  for (Step& st : steps_) {
+    const ir::Node& node = graph_.nodes[st.node];
+    in.clear();
+    for (int v : st.inputs) in.push_back(v >= 0 ? &values[v] : nullptr);
+    out.assign(st.outputs.size(), nullptr);
+    for (size_t i = 0; i < st.outputs.size(); ++i) out[i] = st.outputs[i] >= 0 ? &values[st.outputs[i]] : &scratch;
+    int64_t t0 = profiler ? profiler->now_us() : 0;
+    try {
+      for (size_t i = 0; i < in.size(); ++i)
+        if (in[i] && !in[i]->defined())
+          throw Error("input " + std::to_string(i) + " ('" + graph_.values[st.inputs[i]].name + "') has no value");
+      bool aliased_only = false;
+      if (st.kernel->outputs_need_run()) {
+        for (Tensor* t : out) *t = Tensor();
+        st.kernel->run(in, out);
+      } else {
+        descs.assign(st.outputs.size(), TensorDesc{});
+        st.kernel->infer(in, descs);
+        aliased_only = true;
+        for (size_t i = 0; i < st.outputs.size(); ++i) {
+          const TensorDesc& d = descs[i];
+          int o = st.outputs[i];
+          int a = st.kernel->alias_input(static_cast<int>(i));
+          if (a >= 0 && in[a] && !(o >= 0 && graph_.values[o].is_graph_output)) {
+            if (shape_numel(d.shape) * dtype_size(d.dtype) != in[a]->nbytes())
+              throw Error("reinterpreting " + shape_str(in[a]->shape()) + " as " + shape_str(d.shape) + " changes the element count");
+            *out[i] = Tensor::alias(*in[a], d.dtype, d.shape, const_cast<void*>(in[a]->raw()));
+            continue;
+          }
+          if (a >= 0 && in[a]) {  // a graph output must own its bytes: copy
+            *out[i] = Tensor::alias(*in[a], d.dtype, d.shape, const_cast<void*>(in[a]->raw())).clone();
+            continue;
+          }
+          aliased_only = false;
+          if (o >= 0 && plan && plan->offset[o] >= 0 && plan->descs[o].dtype == d.dtype && plan->descs[o].shape == d.shape) {
+            *out[i] = Tensor::view(d.dtype, d.shape, arena + plan->offset[o]);
+          } else {
+            *out[i] = Tensor::empty(d.dtype, d.shape);
+          }
+        }
+        if (!aliased_only) st.kernel->run(in, out);
+      }
+    } catch (const Error& e) {
+      throw Error("node '" + graph_.label(node) + "' (" + node.op_type + "): " + e.what());
+    } catch (const std::bad_alloc&) {
+      throw Error("node '" + graph_.label(node) + "' (" + node.op_type + "): out of memory");
+    }
+    if (profiler) {
+      TraceEvent e;
+      e.name = graph_.label(node);
+      e.op_type = node.op_type;
+      e.shapes = describe_shapes(in, out);
+      e.start_us = t0;
+      e.duration_us = profiler->now_us() - t0;
+      profiler->add(std::move(e));
+    }
+    if (record)
+      for (int o : st.outputs)
+        if (o >= 0) (*record)[o] = TensorDesc{values[o].dtype(), values[o].shape()};
+    for (int v : st.release) values[v] = Tensor();
+  }
+}
+
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* profiler) {
+  std::vector<int64_t> signature;
+  for (const Tensor& t : inputs) {
+    signature.push_back(static_cast<int64_t>(t.dtype()));
+    signature.push_back(static_cast<int64_t>(t.rank()));
+    signature.insert(signature.end(), t.shape().begin(), t.shape().end());
+  }
+  std::vector<Tensor>& values = values_;
+  for (size_t v = 0; v < graph_.values.size(); ++v) {
+    const ir::Value& val = graph_.values[v];
+    values[v] = val.is_constant ? val.constant : Tensor();
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) values[graph_.inputs[i]] = inputs[i];
+
+  auto it = plans_.find(signature);
+  if (it == plans_.end()) {
+    // First run for these shapes: run on the heap while recording every shape, then plan.
+    std::vector<TensorDesc> record(graph_.values.size());
+    execute(values, nullptr, &record, profiler);
+    // Bound the cache so a stream of new shapes cannot grow memory without limit.
+    if (plans_.size() >= 16) plans_.erase(plans_.begin());
+    plans_[signature] = std::make_unique<ShapePlan>(build_plan(record));
+  } else {
+    execute(values, it->second.get(), nullptr, profiler);
+  }
+  std::vector<Tensor> outputs;
+  for (int o : graph_.outputs) outputs.push_back(values[o]);
+  for (auto& v : values) v = Tensor();
+  return outputs;
+}
+
+}  // namespace mminfer::runtime

@@ -1,0 +1,49 @@
+// Runs a graph: kernels created once, a static memory plan per input-shape signature.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "kernels/cpu/kernel.h"
+#include "runtime/profiler.h"
+
+namespace mminfer::runtime {
+
+class Executor {
+ public:
+  // Creates every kernel now, so unsupported ops and dtypes fail at load time.
+  explicit Executor(ir::Graph graph);
+  ~Executor();
+
+  const ir::Graph& graph() const { return graph_; }
+  // inputs: one tensor per graph input, in graph_.inputs order, already validated.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, Profiler* profiler);
+
+ private:
+  struct Step {
+    int node = 0;
+    std::unique_ptr<kernels::Kernel> kernel;
+    std::vector<int> inputs, outputs;
+    std::vector<int> release;  // values whose last reader is this step
+  };
+  struct ShapePlan {
+    std::vector<kernels::TensorDesc> descs;  // per value, as seen on the planning run
+    std::vector<int64_t> offset;             // per value; -1: not in the arena
+    size_t arena_bytes = 0;
+    std::shared_ptr<void> arena;
+  };
+
+  ShapePlan build_plan(const std::vector<kernels::TensorDesc>& descs) const;
+  void execute(std::vector<Tensor>& values, const ShapePlan* plan, std::vector<kernels::TensorDesc>* record,
+               Profiler* profiler);
+
+  ir::Graph graph_;
+  std::vector<Step> steps_;
+  std::vector<int> last_use_;  // per value: step index of last read; INT_MAX for graph outputs
+  std::map<std::vector<int64_t>, std::unique_ptr<ShapePlan>> plans_;
+  std::vector<Tensor> values_;  // reused between runs
+};
+
+}  // namespace mminfer::runtime

@@ -1,0 +1,143 @@
+// The public Session: loads a model, validates inputs, runs the executor.
+#include "mminfer/session.h"
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "core/parallel.h"
+#include "onnx/loader.h"
+#include "runtime/executor.h"
+#include "runtime/profiler.h"
+
+namespace mminfer {
+
+namespace {
+
+ValueInfo info_of(const ir::Value& v) {
+  ValueInfo info;
+  info.name = v.name;
+  info.dtype = v.dtype;
+  info.has_shape = v.has_shape;
+  if (v.has_shape) {
+    info.dims = v.dims;
+    info.symbols = v.symbols;
+  }
+  return info;
+}
+
+class SessionImpl final : public Session {
+ public:
+  SessionImpl(onnx_io::LoadedModel model, const SessionOptions& options)
+      : options_(options) {
+    set_num_threads(options.threads);
+    for (int v : model.graph.inputs) inputs_.push_back(info_of(model.graph.values[v]));
+    for (int v : model.graph.outputs) outputs_.push_back(info_of(model.graph.values[v]));
+    executor_ = std::make_unique<runtime::Executor>(std::move(model.graph));
+    if (!options.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();
+  }
+  ~SessionImpl() override {
+    if (profiler_) {
+      try {
+        profiler_->write_chrome_trace(options_.profile_path);
+      } catch (const std::exception&) {
+        // Nothing to report to from a destructor; the CLI writes the trace explicitly first.
+      }
+    }
+  }
+
+  const std::vector<ValueInfo>& inputs() const override { return inputs_; }
+  const std::vector<ValueInfo>& outputs() const override { return outputs_; }
+
+  Status run(const std::vector<NamedTensor>& named, std::vector<Tensor>* outputs) override {
+    std::lock_guard<std::mutex> lock(mutex_);  // one run at a time per session
+    try {
+      std::vector<Tensor> ordered(inputs_.size());
+      std::vector<bool> seen(inputs_.size(), false);
+      for (const auto& [name, tensor] : named) {
+        size_t i = 0;
+        while (i < inputs_.size() && inputs_[i].name != name) ++i;
+        if (i == inputs_.size()) return Status::error("unknown input '" + name + "' (the model's inputs: " + input_names() + ")");
+        if (seen[i]) return Status::error("input '" + name + "' given twice");
+        seen[i] = true;
+        Status s = check_input(inputs_[i], tensor);
+        if (!s) return s;
+        ordered[i] = tensor;
+      }
+      for (size_t i = 0; i < inputs_.size(); ++i)
+        if (!seen[i]) return Status::error("missing input '" + inputs_[i].name + "'");
+      *outputs = executor_->run(ordered, profiler_.get());
+      return Status::ok();
+    } catch (const Error& e) {
+      return Status::error(e.what());
+    } catch (const std::bad_alloc&) {
+      return Status::error("out of memory");
+    } catch (const std::exception& e) {
+      return Status::error(std::string("internal error: ") + e.what());
+    }
+  }
+
+ private:
+  std::string input_names() const {
+    std::string s;
+    for (auto& i : inputs_) s += (s.empty() ? "" : ", ") + i.name;
+    return s;
+  }
+
+  static Status check_input(const ValueInfo& info, const Tensor& t) {
+    if (!t.defined()) return Status::error("input '" + info.name + "' has no data");
+    if (info.dtype != DType::kUndefined && t.dtype() != info.dtype)
+      return Status::error("input '" + info.name + "' must be " + dtype_name(info.dtype) + ", got " + dtype_name(t.dtype()));
+    if (info.has_shape) {
+      if (t.rank() != info.dims.size())
+        return Status::error("input '" + info.name + "' must have rank " + std::to_string(info.dims.size()) + ", got shape " +
+                             shape_str(t.shape()));
+      for (size_t d = 0; d < info.dims.size(); ++d)
+        if (info.dims[d] >= 0 && t.dim(d) != info.dims[d])
+          return Status::error("input '" + info.name + "' dimension " + std::to_string(d) + " must be " +
+                               std::to_string(info.dims[d]) + ", got " + std::to_string(t.dim(d)));
+    }
+    return Status::ok();
+  }
+
+  SessionOptions options_;
+  std::vector<ValueInfo> inputs_, outputs_;
+  std::unique_ptr<runtime::Executor> executor_;
+  std::unique_ptr<runtime::Profiler> profiler_;
+  std::mutex mutex_;
+};
+
+Status make_session(onnx_io::LoadedModel model, const SessionOptions& options, std::unique_ptr<Session>* out) {
+  *out = std::make_unique<SessionImpl>(std::move(model), options);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Session::load(const std::string& path, const SessionOptions& options, std::unique_ptr<Session>* out) {
+  try {
+    return make_session(onnx_io::load_model_file(path), options, out);
+  } catch (const Error& e) {
+    return Status::error(e.what());
+  } catch (const std::bad_alloc&) {
+    return Status::error("out of memory loading " + path);
+  } catch (const std::exception& e) {
+    return Status::error(std::string("cannot load model: ") + e.what());
+  }
+}
+
+Status Session::load_from_bytes(const std::string& bytes, const std::string& base_dir, const SessionOptions& options,
+                                std::unique_ptr<Session>* out) {
+  try {
+    return make_session(onnx_io::load_model(bytes, base_dir), options, out);
+  } catch (const Error& e) {
+    return Status::error(e.what());
+  } catch (const std::bad_alloc&) {
+    return Status::error("out of memory loading model");
+  } catch (const std::exception& e) {
+    return Status::error(std::string("cannot load model: ") + e.what());
+  }
+}
+
+}  // namespace mminfer
