@@ -4,6 +4,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "onnx/loader.h"
+#include "passes/pass.h"
+#include "runtime/node_kernel.h"
 
 namespace mminfer::cli {
 
@@ -36,12 +38,19 @@ std::string human_bytes(double b) {
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-  Args args(argc, argv, 2, {}, {"--help"});
+  Args args(argc, argv, 2, {"--opt-level"}, {"--help", "--optimized"});
   if (args.has("--help") || args.positional().size() != 1) {
-    std::fputs("usage: mminfer inspect MODEL.onnx\n", stderr);
+    std::fputs("usage: mminfer inspect MODEL.onnx [--optimized [--opt-level 0|1|2]]\n", stderr);
     return args.has("--help") ? 0 : 2;
   }
   auto model = onnx_io::load_model_file(args.positional()[0]);
+  passes::PassReport report;
+  if (args.has("--optimized")) {
+    passes::PassContext ctx;
+    ctx.opt_level = args.get_int("--opt-level", 1);
+    ctx.evaluate = runtime::evaluate_node;
+    report = passes::optimize(model.graph, ctx);
+  }
   const ir::Graph& g = model.graph;
   std::printf("model: %s\n", args.positional()[0].c_str());
   if (!g.producer_name.empty()) std::printf("producer: %s, IR version %lld\n", g.producer_name.c_str(), (long long)g.ir_version);
@@ -74,6 +83,22 @@ int cmd_inspect(int argc, char** argv) {
     bytes += static_cast<double>(v.constant.nbytes());
   }
   std::printf("parameters: %lld in %zu initializers, %s\n", (long long)params, tensors, human_bytes(bytes).c_str());
+  if (args.has("--optimized")) {
+    std::printf("optimized: %zu nodes before, %zu after (passes that changed the graph:", report.nodes_before,
+                report.nodes_after);
+    for (auto& p : report.applied) std::printf(" %s", p.c_str());
+    std::printf(")\ngraph:\n");
+    for (int ni : g.topological_order()) {
+      const ir::Node& n = g.nodes[ni];
+      std::printf("  %s %s(", n.op_type.c_str(), g.label(n).c_str());
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        std::printf("%s%s", i ? ", " : "", n.inputs[i] >= 0 ? g.values[n.inputs[i]].name.c_str() : "-");
+      std::printf(") -> ");
+      for (size_t i = 0; i < n.outputs.size(); ++i)
+        std::printf("%s%s", i ? ", " : "", n.outputs[i] >= 0 ? g.values[n.outputs[i]].name.c_str() : "-");
+      std::printf("\n");
+    }
+  }
   for (auto& w : model.warnings) std::printf("warning: %s\n", w.c_str());
   return 0;
 }

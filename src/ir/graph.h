@@ -42,6 +42,9 @@ class Graph {
   std::vector<Node> nodes;
   std::vector<int> inputs;   // runtime inputs (initializers excluded)
   std::vector<int> outputs;
+  // Subgraphs only: outer-scope values the body reads. They are appended to `inputs` (after
+  // the formal ones) and to the owning node's inputs, in the same order.
+  std::vector<int> captures;
   std::map<std::string, int> opsets;  // domain -> version ("" is ai.onnx)
   std::string producer_name;
   int64_t ir_version = 0;

@@ -151,6 +151,16 @@ ir::Graph convert_graph(const onnx::GraphProto& g, const std::map<std::string, i
       node.attrs.set(a.name(), convert_attr(a, opsets, base_dir));
     }
     for (const auto& in : n.input()) node.inputs.push_back(in.empty() ? ir::kNoValue : graph.add_value(in));
+    // A body that reads outer values makes them implicit inputs of its node, so ordering and
+    // lifetimes see the dependency. Attributes are visited in name order (Attributes is a map).
+    size_t formal = node.inputs.size();
+    for (const auto& [name, value] : node.attrs.all()) {
+      if (auto* ga = std::get_if<std::shared_ptr<GraphAttr>>(&value)) {
+        const ir::Graph& body = *(*ga)->graph;
+        for (int c : body.captures) node.inputs.push_back(graph.add_value(body.values[c].name));
+      }
+    }
+    if (node.inputs.size() != formal) node.attrs.set("mminfer.formal_inputs", static_cast<int64_t>(formal));
     for (const auto& out : n.output()) {
       if (out.empty()) {
         node.outputs.push_back(ir::kNoValue);
@@ -179,7 +189,32 @@ ir::Graph convert_graph(const onnx::GraphProto& g, const std::map<std::string, i
     }
     graph.outputs.push_back(id);
   }
-  if (!is_subgraph) constants_to_initializers(graph);
+  if (is_subgraph) {
+    // Values read but defined nowhere in the body come from the enclosing scope.
+    std::vector<bool> produced(graph.values.size(), false);
+    for (const auto& node : graph.nodes)
+      for (int o : node.outputs)
+        if (o >= 0) produced[o] = true;
+    for (const auto& node : graph.nodes)
+      for (int in : node.inputs) {
+        if (in < 0 || produced[in]) continue;
+        ir::Value& v = graph.values[in];
+        if (v.is_constant || v.is_graph_input) continue;
+        v.is_graph_input = true;
+        graph.captures.push_back(in);
+        graph.inputs.push_back(in);
+      }
+    for (int o : graph.outputs) {
+      ir::Value& v = graph.values[o];
+      if (!produced[o] && !v.is_constant && !v.is_graph_input) {
+        v.is_graph_input = true;
+        graph.captures.push_back(o);
+        graph.inputs.push_back(o);
+      }
+    }
+  } else {
+    constants_to_initializers(graph);
+  }
   graph.relink();
   return graph;
 }

@@ -3,7 +3,8 @@
 #include <climits>
 #include <cstdlib>
 
-#include "kernels/cpu/registry.h"
+#include "runtime/node_kernel.h"
+#include "runtime/control_flow.h"
 #include "runtime/memory_plan.h"
 
 namespace mminfer::runtime {
@@ -11,38 +12,13 @@ namespace mminfer::runtime {
 using kernels::TensorDesc;
 
 Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
+  register_control_flow();
   std::vector<int> order = graph_.topological_order();
-  auto& registry = kernels::Registry::instance();
   for (int ni : order) {
     const ir::Node& node = graph_.nodes[ni];
-    kernels::KernelSpec spec;
-    spec.name = graph_.label(node);
-    spec.op_type = node.op_type;
-    spec.domain = node.domain;
-    spec.opset = node.opset;
-    spec.attrs = &node.attrs;
-    spec.num_inputs = node.inputs.size();
-    spec.num_outputs = node.outputs.size();
-    for (int v : node.inputs) {
-      if (v < 0) {
-        spec.input_dtypes.push_back(DType::kUndefined);
-        spec.constant_inputs.push_back(nullptr);
-        continue;
-      }
-      const ir::Value& val = graph_.values[v];
-      DType dt = val.dtype;
-      // Unknown dtypes are checked at run time; mark present inputs as at least "something".
-      spec.input_dtypes.push_back(dt == DType::kUndefined ? DType::kString : dt);
-      spec.constant_inputs.push_back(val.is_constant ? &val.constant : nullptr);
-    }
-    // kString stood for "present but unknown" above; the registry must not reject it.
-    for (auto& dt : spec.input_dtypes)
-      if (dt == DType::kString) dt = DType::kUndefined;
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-      if (node.inputs[i] >= 0 && spec.input_dtypes[i] == DType::kUndefined) spec.input_dtypes[i] = DType::kUndefined;
     Step step;
     step.node = ni;
-    step.kernel = registry.create(spec);
+    step.kernel = create_kernel(graph_, node);
     step.inputs = node.inputs;
     step.outputs = node.outputs;
     steps_.push_back(std::move(step));

@@ -8,6 +8,8 @@
 
 #include "core/parallel.h"
 #include "onnx/loader.h"
+#include "passes/pass.h"
+#include "runtime/node_kernel.h"
 #include "runtime/executor.h"
 #include "runtime/profiler.h"
 
@@ -34,6 +36,10 @@ class SessionImpl final : public Session {
     set_num_threads(options.threads);
     for (int v : model.graph.inputs) inputs_.push_back(info_of(model.graph.values[v]));
     for (int v : model.graph.outputs) outputs_.push_back(info_of(model.graph.values[v]));
+    passes::PassContext ctx;
+    ctx.opt_level = options.opt_level;
+    ctx.evaluate = runtime::evaluate_node;
+    passes::optimize(model.graph, ctx);
     executor_ = std::make_unique<runtime::Executor>(std::move(model.graph));
     if (!options.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();
   }

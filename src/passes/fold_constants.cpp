@@ -1,0 +1,55 @@
+// Nodes whose inputs are all constants are computed once at load and become constants.
+#include <set>
+
+#include "passes/pass.h"
+
+namespace mminfer::passes {
+
+namespace {
+// Ops whose result must not be frozen: random generators differ per run.
+bool is_foldable(const ir::Node& n) {
+  static const std::set<std::string> kNever = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                               "RandomUniformLike", "Bernoulli", "Multinomial",
+                                               "If", "Loop", "Scan"};
+  return n.domain.empty() && !kNever.count(n.op_type);
+}
+}  // namespace
+
+bool fold_constants(ir::Graph& g, const PassContext& ctx) {
+  if (!ctx.evaluate) return false;
+  bool changed = false;
+  for (int ni : g.topological_order()) {
+    ir::Node& n = g.nodes[ni];
+    if (n.removed || !is_foldable(n)) continue;
+    bool all_const = true;
+    for (int in : n.inputs) all_const = all_const && (in < 0 || g.values[in].is_constant);
+    if (!all_const) continue;
+    bool keeps_output = false;
+    for (int o : n.outputs) keeps_output = keeps_output || (o >= 0 && g.values[o].is_graph_output);
+    if (keeps_output) continue;  // graph outputs stay produced by nodes
+    std::vector<Tensor> results;
+    try {
+      results = ctx.evaluate(g, n);
+    } catch (const Error&) {
+      continue;  // leave it to run time, where the error is reported in context
+    }
+    size_t bytes = 0;
+    for (auto& t : results) bytes += t.nbytes();
+    if (bytes > ctx.max_folded_bytes || results.size() != n.outputs.size()) continue;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (n.outputs[i] < 0) continue;
+      ir::Value& v = g.values[n.outputs[i]];
+      v.is_constant = true;
+      v.constant = results[i];
+      v.dtype = results[i].dtype();
+      v.has_shape = true;
+      v.dims = results[i].shape();
+      v.symbols.assign(v.dims.size(), "");
+    }
+    n.removed = true;
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace mminfer::passes

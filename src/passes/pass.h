@@ -1,0 +1,45 @@
+// Graph passes: each rewrites the IR in place and says whether it changed anything.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace mminfer::passes {
+
+// Computes a node's outputs from constant inputs. The runtime supplies it, so a pass never
+// touches a kernel itself.
+using NodeEvaluator = std::function<std::vector<Tensor>(const ir::Graph&, const ir::Node&)>;
+
+struct PassContext {
+  int opt_level = 1;
+  NodeEvaluator evaluate;
+  size_t max_folded_bytes = size_t(64) << 20;  // larger constant results stay computed at run time
+};
+
+struct Pass {
+  const char* name;
+  int min_level;  // runs when PassContext::opt_level >= min_level
+  std::function<bool(ir::Graph&, const PassContext&)> run;
+};
+
+// Passes by name, each in its own file.
+bool remove_identity(ir::Graph& g, const PassContext& ctx);
+bool fold_constants(ir::Graph& g, const PassContext& ctx);
+bool eliminate_dead_nodes(ir::Graph& g, const PassContext& ctx);
+
+struct PassReport {
+  size_t nodes_before = 0, nodes_after = 0;
+  std::vector<std::string> applied;  // names of passes that changed the graph
+};
+
+// Runs the passes of the given level to a fixed point (bounded number of rounds).
+PassReport optimize(ir::Graph& g, const PassContext& ctx);
+
+// Live node count.
+size_t count_nodes(const ir::Graph& g);
+// Replaces every read of value `from` by value `to` in live nodes.
+void replace_uses(ir::Graph& g, int from, int to);
+
+}  // namespace mminfer::passes

@@ -1,0 +1,49 @@
+#include <algorithm>
+
+#include "passes/pass.h"
+
+namespace mminfer::passes {
+
+size_t count_nodes(const ir::Graph& g) {
+  size_t n = 0;
+  for (auto& node : g.nodes) n += !node.removed;
+  return n;
+}
+
+void replace_uses(ir::Graph& g, int from, int to) {
+  for (auto& node : g.nodes) {
+    if (node.removed) continue;
+    for (int& in : node.inputs)
+      if (in == from) in = to;
+  }
+}
+
+PassReport optimize(ir::Graph& g, const PassContext& ctx) {
+  static const std::vector<Pass> kPasses = {
+      {"remove_identity", 1, remove_identity},
+      {"fold_constants", 1, fold_constants},
+      {"eliminate_dead_nodes", 1, eliminate_dead_nodes},
+  };
+  PassReport report;
+  report.nodes_before = count_nodes(g);
+  for (int round = 0; round < 8; ++round) {
+    bool changed = false;
+    for (const Pass& p : kPasses) {
+      if (ctx.opt_level < p.min_level) continue;
+      if (p.run(g, ctx)) {
+        changed = true;
+        if (std::find(report.applied.begin(), report.applied.end(), p.name) == report.applied.end())
+          report.applied.push_back(p.name);
+      }
+    }
+    if (!changed) break;
+  }
+  // Drop removed nodes so later stages see a compact list.
+  g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) { return n.removed; }),
+                g.nodes.end());
+  g.relink();
+  report.nodes_after = count_nodes(g);
+  return report;
+}
+
+}  // namespace mminfer::passes
