@@ -12,7 +12,7 @@ namespace mminfer {
 
 struct SessionOptions {
   int threads = 0;           // 0: all cores
-  int opt_level = 1;         // 0: run the graph as written
+  int opt_level = 2;         // 0: as written; 1: folding and clean-up; 2: also fusions
   std::string profile_path;  // non-empty: write a Chrome trace here when the session ends
 };
 

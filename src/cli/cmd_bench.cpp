@@ -43,7 +43,7 @@ int cmd_bench(int argc, char** argv) {
   }
   SessionOptions opts;
   opts.threads = args.get_int("--threads", 0);
-  opts.opt_level = args.get_int("--opt-level", 1);
+  opts.opt_level = args.get_int("--opt-level", 2);
   opts.profile_path = args.get("--profile");
   int runs = args.get_int("--runs", 20), warmup = args.get_int("--warmup", 3);
   if (runs < 1 || warmup < 0) throw Error("--runs must be at least 1 and --warmup at least 0");

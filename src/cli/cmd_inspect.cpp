@@ -47,7 +47,7 @@ int cmd_inspect(int argc, char** argv) {
   passes::PassReport report;
   if (args.has("--optimized")) {
     passes::PassContext ctx;
-    ctx.opt_level = args.get_int("--opt-level", 1);
+    ctx.opt_level = args.get_int("--opt-level", 2);
     ctx.evaluate = runtime::evaluate_node;
     report = passes::optimize(model.graph, ctx);
   }

@@ -31,7 +31,7 @@ int cmd_run(int argc, char** argv) {
   }
   SessionOptions opts;
   opts.threads = args.get_int("--threads", 0);
-  opts.opt_level = args.get_int("--opt-level", 1);
+  opts.opt_level = args.get_int("--opt-level", 2);
   opts.profile_path = args.get("--profile");
   std::unique_ptr<Session> session;
   Status st = Session::load(args.positional()[0], opts, &session);

@@ -93,6 +93,7 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   if (header_value(h, "fortran_order", what) != "False")
     throw Error(what + ": Fortran-ordered .npy is not supported");
   std::string sh = header_value(h, "shape", what);
+  if (sh.size() < 2 || sh.front() != '(' || sh.back() != ')') throw Error(what + ": malformed .npy shape " + sh);
   Shape shape;
   {
     std::string inner = sh.substr(1, sh.size() - 2);
@@ -110,11 +111,17 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
       }
     }
   }
-  Tensor t = Tensor::empty(dt, shape);
+  // Check the bytes present before allocating: a tiny file may declare a huge array.
   size_t data_off = offset + header_len;
-  if (bytes.size() - data_off < t.nbytes())
-    throw Error(what + ": .npy data is truncated (" + std::to_string(bytes.size() - data_off) +
-                " of " + std::to_string(t.nbytes()) + " bytes)");
+  uint64_t need = dtype_size(dt);
+  for (int64_t d : shape) {
+    if (d != 0 && need > (uint64_t(1) << 40) / static_cast<uint64_t>(d)) throw Error(what + ": .npy shape " + sh + " is too large");
+    need *= static_cast<uint64_t>(d);
+  }
+  if (bytes.size() - data_off < need)
+    throw Error(what + ": .npy data is truncated (" + std::to_string(bytes.size() - data_off) + " of " +
+                std::to_string(need) + " bytes)");
+  Tensor t = Tensor::empty(dt, shape);
   if (t.nbytes()) std::memcpy(t.raw(), bytes.data() + data_off, t.nbytes());
   return t;
 }

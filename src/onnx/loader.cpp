@@ -2,12 +2,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <onnx/checker.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include "core/one_line.h"
 #include "onnx/tensor_proto.h"
 
 namespace mminfer::onnx_io {
@@ -38,6 +41,23 @@ std::string domain_of(const std::string& d) { return d == "ai.onnx" ? "" : d; }
 
 ir::Graph convert_graph(const onnx::GraphProto& g, const std::map<std::string, int>& opsets,
                         const std::string& base_dir, bool is_subgraph);
+
+// Kernels index their inputs and outputs by position; a node with fewer outputs than its
+// op always has (a corrupt file) must be refused here rather than trusted by every kernel.
+void check_arity(const onnx::NodeProto& n, const std::string& domain, int opset) {
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), opset, domain);
+  if (!schema) return;  // unknown ops are reported when their kernel is looked up
+  auto range = [](int lo, int hi) {
+    return hi == std::numeric_limits<int>::max() ? "at least " + std::to_string(lo)
+                                                 : lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
+  };
+  if (n.input_size() < schema->min_input() || n.input_size() > schema->max_input())
+    throw Error("node '" + n.name() + "' (" + n.op_type() + ") has " + std::to_string(n.input_size()) + " inputs, the op takes " +
+                range(schema->min_input(), schema->max_input()));
+  if (n.output_size() < schema->min_output() || n.output_size() > schema->max_output())
+    throw Error("node '" + n.name() + "' (" + n.op_type() + ") has " + std::to_string(n.output_size()) + " outputs, the op makes " +
+                range(schema->min_output(), schema->max_output()));
+}
 
 // Constant nodes become initializers, so kernels see their weights at load time (Paddle
 // exports keep every weight in a Constant node).
@@ -146,6 +166,7 @@ ir::Graph convert_graph(const onnx::GraphProto& g, const std::map<std::string, i
       throw Error("node '" + n.name() + "' (" + n.op_type() + ") uses domain '" + n.domain() +
                   "' that the model does not import");
     node.opset = it->second;
+    check_arity(n, node.domain, node.opset);
     for (const auto& a : n.attribute()) {
       if (!a.ref_attr_name().empty()) throw Error("node '" + n.name() + "': attribute references are only valid inside functions");
       node.attrs.set(a.name(), convert_attr(a, opsets, base_dir));
@@ -219,9 +240,32 @@ ir::Graph convert_graph(const onnx::GraphProto& g, const std::map<std::string, i
   return graph;
 }
 
-}  // namespace
+// ONNX's own shape inference divides by strides and dilations without checking them (a zero
+// stride is a SIGFPE in libonnx 1.12), so it only sees graphs whose window attributes are sane;
+// otherwise our kernels report the bad attribute when they are created.
+bool window_attributes_sane(const onnx::GraphProto& g, std::string* why) {
+  for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && !window_attributes_sane(a.g(), why)) return false;
+      for (const auto& sub : a.graphs())
+        if (!window_attributes_sane(sub, why)) return false;
+      bool positive_list = a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape";
+      for (int64_t v : a.ints()) {
+        if ((positive_list && v <= 0) || (a.name() == "pads" && v < 0)) {
+          *why = "node '" + n.name() + "' (" + n.op_type() + ") has " + a.name() + " value " + std::to_string(v);
+          return false;
+        }
+      }
+      if (a.name() == "group" && a.i() <= 0) {
+        *why = "node '" + n.name() + "' (" + n.op_type() + ") has group " + std::to_string(a.i());
+        return false;
+      }
+    }
+  }
+  return true;
+}
 
-LoadedModel load_model(const std::string& bytes, const std::string& base_dir) {
+LoadedModel load_model_unchecked(const std::string& bytes, const std::string& base_dir) {
   if (bytes.empty()) throw Error("model file is empty");
   if (bytes.size() > kMaxModelBytes) throw Error("model file is larger than 2 GiB; store weights as external data");
   onnx::ModelProto model;
@@ -252,6 +296,11 @@ LoadedModel load_model(const std::string& bytes, const std::string& base_dir) {
     msg = msg.substr(0, msg.find('\n'));
     out.warnings.push_back("onnx checker: " + msg);
   }
+  std::string unsafe;
+  if (checked && !window_attributes_sane(model.graph(), &unsafe)) {
+    out.warnings.push_back("shape inference skipped: " + unsafe);
+    checked = false;
+  }
   if (checked) {
     try {
       onnx::ShapeInferenceOptions opts{false, 0, false};
@@ -268,8 +317,19 @@ LoadedModel load_model(const std::string& bytes, const std::string& base_dir) {
   return out;
 }
 
+}  // namespace
+
+LoadedModel load_model(const std::string& bytes, const std::string& base_dir) {
+  try {
+    return load_model_unchecked(bytes, base_dir);
+  } catch (const Error& e) {
+    throw Error(one_line(e.what()));  // names from the file may hold any bytes
+  }
+}
+
 LoadedModel load_model_file(const std::string& path) {
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error("model path " + path + " is a folder, not an .onnx file");
   if (!std::filesystem::is_regular_file(path, ec)) throw Error("model file not found: " + path);
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("cannot open model file " + path);

@@ -1,5 +1,6 @@
 #include "onnx/tensor_proto.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,14 +32,24 @@ std::string read_external(const onnx::TensorProto& p, const std::string& base_di
   for (const auto& part : rel)
     if (part == "..") throw Error(label(p) + ": external data path '" + location + "' leaves the model folder");
   std::filesystem::path full = std::filesystem::path(base_dir) / rel;
+  // Symlinks may still lead out of the folder: compare the resolved paths.
+  std::error_code ec;
+  auto real_dir = std::filesystem::canonical(base_dir, ec);
+  auto real_file = ec ? std::filesystem::path() : std::filesystem::canonical(full, ec);
+  if (ec) throw Error(label(p) + ": cannot open external data file " + full.string());
+  auto [d, f_it] = std::mismatch(real_dir.begin(), real_dir.end(), real_file.begin(), real_file.end());
+  if (d != real_dir.end())
+    throw Error(label(p) + ": external data path '" + location + "' resolves outside the model folder");
+  if (!std::filesystem::is_regular_file(real_file, ec))
+    throw Error(label(p) + ": external data path '" + location + "' is not a regular file");
   std::ifstream f(full, std::ios::binary);
   if (!f) throw Error(label(p) + ": cannot open external data file " + full.string());
   f.seekg(0, std::ios::end);
   int64_t size = f.tellg();
   if (offset < 0 || offset > size) throw Error(label(p) + ": external data offset " + std::to_string(offset) + " is past the end of " + location);
   if (length < 0) length = size - offset;
-  if (static_cast<size_t>(length) != expected || offset + length > size)
-    throw Error(label(p) + ": external data holds " + std::to_string(std::min<int64_t>(length, size - offset)) +
+  if (static_cast<size_t>(length) != expected || length > size - offset)
+    throw Error(label(p) + ": external data in " + location + " holds " + std::to_string(std::min<int64_t>(length, size - offset)) +
                 " bytes, shape needs " + std::to_string(expected));
   std::string out(static_cast<size_t>(length), '\0');
   f.seekg(offset);
@@ -63,12 +74,18 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   if (dtype_size(dt) == 0)
     throw Error(label(p) + " has unsupported data type " + std::to_string(p.data_type()) + " (" + dtype_name(dt) + ")");
   Shape shape(p.dims().begin(), p.dims().end());
-  for (int64_t d : shape)
+  // Check the declared size against the bytes present before allocating: a 100-byte file
+  // can declare a 16 GiB tensor, and allocating (and zeroing) that first is a cheap DoS.
+  int64_t numel = 1;
+  for (int64_t d : shape) {
     if (d < 0) throw Error(label(p) + " has a negative dimension");
-  Tensor t = Tensor::empty(dt, shape);
-  size_t bytes = t.nbytes();
+    if (d != 0 && numel > (int64_t(1) << 40) / d) throw Error(label(p) + " shape " + shape_str(shape) + " is too large");
+    numel *= d;
+  }
+  size_t bytes = static_cast<size_t>(numel) * dtype_size(dt);
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string raw = read_external(p, base_dir, bytes);
+    Tensor t = Tensor::empty(dt, shape);
     if (bytes) std::memcpy(t.raw(), raw.data(), bytes);
     return t;
   }
@@ -76,9 +93,16 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     if (p.raw_data().size() != bytes)
       throw Error(label(p) + " raw data has " + std::to_string(p.raw_data().size()) + " bytes, shape " +
                   shape_str(shape) + " needs " + std::to_string(bytes));
+    Tensor t = Tensor::empty(dt, shape);
     if (bytes) std::memcpy(t.raw(), p.raw_data().data(), bytes);
     return t;
   }
+  // Typed fields hold at most one value per element; more elements than the message has
+  // bytes cannot be right (copy_field then checks the exact count).
+  if (static_cast<size_t>(numel) > p.ByteSizeLong())
+    throw Error(label(p) + " declares shape " + shape_str(shape) + " but holds only " + std::to_string(p.ByteSizeLong()) +
+                " bytes of data");
+  Tensor t = Tensor::empty(dt, shape);
   if (t.numel() == 0) return t;
   switch (dt) {
     case DType::kFloat32: copy_field<float, float>(p.float_data(), t, p); break;

@@ -28,6 +28,12 @@ struct Pass {
 bool remove_identity(ir::Graph& g, const PassContext& ctx);
 bool fold_constants(ir::Graph& g, const PassContext& ctx);
 bool eliminate_dead_nodes(ir::Graph& g, const PassContext& ctx);
+bool fuse_attention(ir::Graph& g, const PassContext& ctx);
+bool fold_conv_batchnorm(ir::Graph& g, const PassContext& ctx);
+bool fuse_conv_activation(ir::Graph& g, const PassContext& ctx);
+bool fuse_matmul_bias(ir::Graph& g, const PassContext& ctx);
+bool fuse_gelu(ir::Graph& g, const PassContext& ctx);
+bool fuse_layer_norm(ir::Graph& g, const PassContext& ctx);
 
 struct PassReport {
   size_t nodes_before = 0, nodes_after = 0;

@@ -23,6 +23,12 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
       {"remove_identity", 1, remove_identity},
       {"fold_constants", 1, fold_constants},
       {"eliminate_dead_nodes", 1, eliminate_dead_nodes},
+      {"fold_conv_batchnorm", 2, fold_conv_batchnorm},
+      {"fuse_layer_norm", 2, fuse_layer_norm},
+      {"fuse_gelu", 2, fuse_gelu},
+      {"fuse_attention", 2, fuse_attention},
+      {"fuse_matmul_bias", 2, fuse_matmul_bias},
+      {"fuse_conv_activation", 2, fuse_conv_activation},
   };
   PassReport report;
   report.nodes_before = count_nodes(g);
@@ -30,6 +36,7 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
     bool changed = false;
     for (const Pass& p : kPasses) {
       if (ctx.opt_level < p.min_level) continue;
+      g.relink();  // passes read Value::producer
       if (p.run(g, ctx)) {
         changed = true;
         if (std::find(report.applied.begin(), report.applied.end(), p.name) == report.applied.end())

@@ -42,9 +42,20 @@ Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
 
 Executor::~Executor() = default;
 
-Executor::ShapePlan Executor::build_plan(const std::vector<TensorDesc>& descs) const {
+Executor::ShapePlan Executor::build_plan(Recording& rec) const {
   ShapePlan plan;
+  const std::vector<TensorDesc>& descs = rec.descs;
   plan.descs = descs;
+  plan.skip.assign(steps_.size(), false);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    bool all_frozen = !steps_[s].outputs.empty();
+    for (int o : steps_[s].outputs)
+      all_frozen = all_frozen && (o < 0 || (rec.shape_only[o] && !graph_.values[o].is_graph_output));
+    plan.skip[s] = all_frozen;
+    if (!all_frozen) continue;
+    for (int o : steps_[s].outputs)
+      if (o >= 0) plan.frozen.emplace_back(o, rec.values[o]);
+  }
   plan.offset.assign(graph_.values.size(), -1);
   size_t n = graph_.values.size();
   // Follow aliases (Reshape and friends) to the buffer that really holds the bytes.
@@ -59,7 +70,7 @@ Executor::ShapePlan Executor::build_plan(const std::vector<TensorDesc>& descs) c
   };
   for (size_t s = 0; s < steps_.size(); ++s) {
     const Step& st = steps_[s];
-    if (st.kernel->outputs_need_run()) continue;
+    if (st.kernel->outputs_need_run() || plan.skip[s]) continue;
     for (size_t oi = 0; oi < st.outputs.size(); ++oi) {
       int o = st.outputs[oi];
       if (o < 0) continue;
@@ -132,15 +143,35 @@ std::string describe_shapes(const kernels::Inputs& in, const kernels::Outputs& o
 }
 }  // namespace
 
-void Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, std::vector<TensorDesc>* record,
-                       Profiler* profiler) {
+namespace {
+// Ops whose outputs depend only on input shapes, or that must never be frozen.
+bool reads_only_shape(const ir::Node& n) { return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size"); }
+bool never_freeze(const ir::Node& n) {
+  static const char* kOps[] = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                               "Bernoulli", "Multinomial", "If", "Loop", "Scan"};
+  for (const char* op : kOps)
+    if (n.op_type == op) return true;
+  return !n.domain.empty();
+}
+// Shape-derived values larger than this are recomputed each run rather than stored.
+constexpr size_t kMaxFrozenBytes = size_t(1) << 20;
+}  // namespace
+
+void Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler) {
   char* arena = plan && plan->arena ? static_cast<char*>(plan->arena.get()) : nullptr;
   kernels::Inputs in;
   kernels::Outputs out;
   std::vector<TensorDesc> descs;
   Tensor scratch;
-  for (Step& st : steps_) {
+  if (plan)
+    for (const auto& [v, t] : plan->frozen) values[v] = t;
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    Step& st = steps_[si];
     const ir::Node& node = graph_.nodes[st.node];
+    if (plan && plan->skip[si]) {
+      for (int v : st.release) values[v] = Tensor();
+      continue;
+    }
     in.clear();
     for (int v : st.inputs) in.push_back(v >= 0 ? &values[v] : nullptr);
     out.assign(st.outputs.size(), nullptr);
@@ -195,9 +226,19 @@ void Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, std::
       e.duration_us = profiler->now_us() - t0;
       profiler->add(std::move(e));
     }
-    if (record)
-      for (int o : st.outputs)
-        if (o >= 0) (*record)[o] = TensorDesc{values[o].dtype(), values[o].shape()};
+    if (record) {
+      bool shape_only = !never_freeze(node);
+      if (!reads_only_shape(node))
+        for (int v : st.inputs) shape_only = shape_only && (v < 0 || record->shape_only[v]);
+      for (int o : st.outputs) {
+        if (o < 0) continue;
+        record->descs[o] = TensorDesc{values[o].dtype(), values[o].shape()};
+        if (shape_only && values[o].nbytes() <= kMaxFrozenBytes) {
+          record->shape_only[o] = true;
+          record->values[o] = values[o].clone();
+        }
+      }
+    }
     for (int v : st.release) values[v] = Tensor();
   }
 }
@@ -219,7 +260,11 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
   auto it = plans_.find(signature);
   if (it == plans_.end()) {
     // First run for these shapes: run on the heap while recording every shape, then plan.
-    std::vector<TensorDesc> record(graph_.values.size());
+    Recording record;
+    record.descs.resize(graph_.values.size());
+    record.values.resize(graph_.values.size());
+    record.shape_only.assign(graph_.values.size(), false);
+    for (size_t v = 0; v < graph_.values.size(); ++v) record.shape_only[v] = graph_.values[v].is_constant;
     execute(values, nullptr, &record, profiler);
     // Bound the cache so a stream of new shapes cannot grow memory without limit.
     if (plans_.size() >= 16) plans_.erase(plans_.begin());

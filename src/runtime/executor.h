@@ -28,16 +28,25 @@ class Executor {
     std::vector<int> inputs, outputs;
     std::vector<int> release;  // values whose last reader is this step
   };
+  // What the first run for a shape signature saw.
+  struct Recording {
+    std::vector<kernels::TensorDesc> descs;  // per value
+    std::vector<bool> shape_only;            // per value: computed from input shapes alone
+    std::vector<Tensor> values;              // per value: kept where shape_only
+  };
   struct ShapePlan {
+    // Values that depend only on input shapes (Shape -> Gather -> Concat chains) are fixed for
+    // a signature: they are stored here and their nodes skipped.
+    std::vector<std::pair<int, Tensor>> frozen;
+    std::vector<bool> skip;                   // per step
     std::vector<kernels::TensorDesc> descs;  // per value, as seen on the planning run
     std::vector<int64_t> offset;             // per value; -1: not in the arena
     size_t arena_bytes = 0;
     std::shared_ptr<void> arena;
   };
 
-  ShapePlan build_plan(const std::vector<kernels::TensorDesc>& descs) const;
-  void execute(std::vector<Tensor>& values, const ShapePlan* plan, std::vector<kernels::TensorDesc>* record,
-               Profiler* profiler);
+  ShapePlan build_plan(Recording& rec) const;
+  void execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler);
 
   ir::Graph graph_;
   std::vector<Step> steps_;

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "core/one_line.h"
 #include "core/parallel.h"
 #include "onnx/loader.h"
 #include "passes/pass.h"
@@ -57,6 +58,12 @@ class SessionImpl final : public Session {
   const std::vector<ValueInfo>& outputs() const override { return outputs_; }
 
   Status run(const std::vector<NamedTensor>& named, std::vector<Tensor>* outputs) override {
+    Status s = run_checked(named, outputs);
+    return s.is_ok() ? s : Status::error(one_line(s.message()));  // names from the file may hold any bytes
+  }
+
+ private:
+  Status run_checked(const std::vector<NamedTensor>& named, std::vector<Tensor>* outputs) {
     std::lock_guard<std::mutex> lock(mutex_);  // one run at a time per session
     try {
       std::vector<Tensor> ordered(inputs_.size());
@@ -84,7 +91,6 @@ class SessionImpl final : public Session {
     }
   }
 
- private:
   std::string input_names() const {
     std::string s;
     for (auto& i : inputs_) s += (s.empty() ? "" : ", ") + i.name;
@@ -119,9 +125,7 @@ Status make_session(onnx_io::LoadedModel model, const SessionOptions& options, s
   return Status::ok();
 }
 
-}  // namespace
-
-Status Session::load(const std::string& path, const SessionOptions& options, std::unique_ptr<Session>* out) {
+Status load_checked(const std::string& path, const SessionOptions& options, std::unique_ptr<Session>* out) {
   try {
     return make_session(onnx_io::load_model_file(path), options, out);
   } catch (const Error& e) {
@@ -133,8 +137,8 @@ Status Session::load(const std::string& path, const SessionOptions& options, std
   }
 }
 
-Status Session::load_from_bytes(const std::string& bytes, const std::string& base_dir, const SessionOptions& options,
-                                std::unique_ptr<Session>* out) {
+Status load_bytes_checked(const std::string& bytes, const std::string& base_dir, const SessionOptions& options,
+                          std::unique_ptr<Session>* out) {
   try {
     return make_session(onnx_io::load_model(bytes, base_dir), options, out);
   } catch (const Error& e) {
@@ -144,6 +148,20 @@ Status Session::load_from_bytes(const std::string& bytes, const std::string& bas
   } catch (const std::exception& e) {
     return Status::error(std::string("cannot load model: ") + e.what());
   }
+}
+
+}  // namespace
+
+// Messages quote names from the file, which may hold any bytes: keep them one printable line.
+Status Session::load(const std::string& path, const SessionOptions& options, std::unique_ptr<Session>* out) {
+  Status s = load_checked(path, options, out);
+  return s.is_ok() ? s : Status::error(one_line(s.message()));
+}
+
+Status Session::load_from_bytes(const std::string& bytes, const std::string& base_dir, const SessionOptions& options,
+                                std::unique_ptr<Session>* out) {
+  Status s = load_bytes_checked(bytes, base_dir, options, out);
+  return s.is_ok() ? s : Status::error(one_line(s.message()));
 }
 
 }  // namespace mminfer

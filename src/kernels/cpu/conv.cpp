@@ -1,7 +1,197 @@
+// Conv and mminfer::FusedConv (Conv + bias + optional residual sum + activation) on oneDNN.
+// Constant weights are reordered once into the primitive's preferred (blocked) layout; a
+// primitive is kept per input shape. Activations and the residual sum ride along as post-ops.
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "kernels/cpu/conv_common.h"
+#include "kernels/cpu/dense_gemm.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/matmul_common.h"
 #include "kernels/cpu/registry.h"
 
 namespace mminfer::kernels {
 
-void register_conv(Registry&) {}
+void register_conv_transpose(Registry& r);
+void register_conv_integer(Registry& r);
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+dnnl::memory::dims to_dims(const std::vector<int64_t>& v) { return dnnl::memory::dims(v.begin(), v.end()); }
+
+// Weights [OC, C/G, k...] as oneDNN sees them: grouped weights get a leading G dimension.
+dnnl::memory::desc conv_weights_desc(const Shape& w, int64_t groups) {
+  if (groups == 1) return plain_desc(w);
+  Shape gw = {groups, w[0] / groups};
+  gw.insert(gw.end(), w.begin() + 1, w.end());
+  return plain_desc(gw);
+}
+
+class ConvKernel : public Kernel {
+ public:
+  ConvKernel(const KernelSpec& spec, bool fused) : fused_(fused) {
+    attrs_ = read_conv_attrs(spec.a());
+    if (fused) act_ = Activation::parse(spec.a().get_string("activation", ""), spec.a().get_floats("activation_params"));
+    const Tensor* w = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
+    if (w && w->dtype() == DType::kFloat32) const_w_ = w;
+  }
+
+  void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
+    const Tensor& x = need_input(in, 0, "X");
+    const Tensor& w = need_input(in, 1, "W");
+    if (x.dtype() != w.dtype()) fail(std::string("X and W dtypes differ: ") + dtype_name(x.dtype()) + " vs " + dtype_name(w.dtype()));
+    ConvGeometry g = conv_geometry(attrs_, x.shape(), w.shape());
+    if (in.size() > 2 && in[2]) {
+      if (in[2]->dtype() != x.dtype()) fail("B dtype differs from X");
+      if (in[2]->numel() != g.OC) fail("B must have " + std::to_string(g.OC) + " values, got " + shape_str(in[2]->shape()));
+    }
+    if (fused_ && in.size() > 3 && in[3]) {
+      if (in[3]->shape() != g.out_shape) fail("Z must have the output shape " + shape_str(g.out_shape) + ", got " + shape_str(in[3]->shape()));
+      if (in[3]->dtype() != x.dtype()) fail("Z dtype differs from X");
+    }
+    out[0] = {x.dtype(), g.out_shape};
+  }
+
+  void run(const Inputs& in, Outputs& out) override {
+    const Tensor& x = *in[0];
+    const Tensor& w = *in[1];
+    const Tensor* b = in.size() > 2 ? in[2] : nullptr;
+    const Tensor* z = fused_ && in.size() > 3 ? in[3] : nullptr;
+    Tensor& y = *out[0];
+    ConvGeometry g = conv_geometry(attrs_, x.shape(), w.shape());
+    if (y.numel() == 0) return;
+    if (x.dtype() == DType::kFloat32) {
+      run_f32(g, x.data<float>(), w, b ? b->data<float>() : nullptr, z ? z->data<float>() : nullptr, y.data<float>());
+      return;
+    }
+    // float16 / bfloat16 / float64 compute in float32.
+    std::vector<float> xf = to_f32(x), wf = to_f32(w), bf = b ? to_f32(*b) : std::vector<float>();
+    std::vector<float> zf = z ? to_f32(*z) : std::vector<float>(), yf(static_cast<size_t>(y.numel()));
+    Tensor wt = Tensor::view(DType::kFloat32, w.shape(), wf.data());
+    run_f32(g, xf.data(), wt, b ? bf.data() : nullptr, z ? zf.data() : nullptr, yf.data(), false);
+    from_f32(yf.data(), y);
+  }
+
+ private:
+  struct Plan {
+    dnnl::convolution_forward prim;
+    dnnl::memory::desc src_md, dst_md, w_md;  // the primitive's layouts
+    dnnl::memory packed_w;                    // constant weights, reordered
+  };
+
+  Plan& plan_for(const ConvGeometry& g, const Shape& w_shape, bool has_bias, bool has_sum, bool use_const) {
+    std::vector<int64_t> key = {g.N, g.C, has_bias, has_sum, use_const};
+    key.insert(key.end(), g.in.begin(), g.in.end());
+    key.insert(key.end(), w_shape.begin(), w_shape.end());
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    if (plans_.size() >= 32) plans_.erase(plans_.begin());
+    Shape xs = {g.N, g.C}, ys = g.out_shape;
+    xs.insert(xs.end(), g.in.begin(), g.in.end());
+    Shape wd = w_shape;
+    Shape wdims = g.G == 1 ? wd : Shape{g.G, wd[0] / g.G};
+    if (g.G != 1) wdims.insert(wdims.end(), wd.begin() + 1, wd.end());
+    std::vector<int64_t> dil(g.dilation.size());
+    for (size_t i = 0; i < dil.size(); ++i) dil[i] = g.dilation[i] - 1;  // oneDNN counts from 0
+    try {
+      dnnl::memory::desc src_any(to_dims(xs), dt::f32, tag::any), dst_any(to_dims(ys), dt::f32, tag::any);
+      dnnl::memory::desc w_any(to_dims(wdims), dt::f32, tag::any);
+      dnnl::memory::desc bias_md({g.OC}, dt::f32, tag::a);
+      dnnl::primitive_attr attr;
+      dnnl::post_ops ops;
+      if (has_sum) ops.append_sum(1.f);
+      append_activation(ops, act_);
+      attr.set_post_ops(ops);
+      auto prop = dnnl::prop_kind::forward_inference;
+      auto alg = dnnl::algorithm::convolution_direct;
+      auto desc = has_bias ? dnnl::convolution_forward::desc(prop, alg, src_any, w_any, bias_md, dst_any, to_dims(g.stride),
+                                                             to_dims(dil), to_dims(g.pad_begin), to_dims(g.pad_end))
+                           : dnnl::convolution_forward::desc(prop, alg, src_any, w_any, dst_any, to_dims(g.stride),
+                                                             to_dims(dil), to_dims(g.pad_begin), to_dims(g.pad_end));
+      dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnl_engine());
+      Plan p;
+      p.prim = dnnl::convolution_forward(pd);
+      p.src_md = pd.src_desc();
+      p.dst_md = pd.dst_desc();
+      p.w_md = pd.weights_desc();
+      if (use_const) {
+        for (auto& [d, mem] : packed_)
+          if (d == p.w_md) p.packed_w = mem;
+        if (!p.packed_w) {
+          dnnl::memory plain(conv_weights_desc(const_w_->shape(), g.G), dnnl_engine(), const_cast<void*>(const_w_->raw()));
+          p.packed_w = reorder_if_needed(plain, p.w_md);
+          if (p.packed_w.get_data_handle() == const_w_->raw()) {  // keep our own copy: the graph may drop it
+            dnnl::memory own(p.w_md, dnnl_engine());
+            dnnl::reorder(plain, own).execute(dnnl_stream(), plain, own);
+            p.packed_w = own;
+          }
+          packed_.emplace_back(p.w_md, p.packed_w);
+        }
+      }
+      return plans_.emplace(key, std::move(p)).first->second;
+    } catch (const dnnl::error& e) {
+      fail_dnnl("convolution primitive", e);
+    }
+  }
+
+  void run_f32(const ConvGeometry& g, const float* x, const Tensor& w, const float* bias, const float* z, float* y,
+               bool may_use_const = true) {
+    bool use_const = may_use_const && const_w_ && const_w_->raw() == w.raw();
+    Shape xs = {g.N, g.C};
+    xs.insert(xs.end(), g.in.begin(), g.in.end());
+    std::lock_guard<std::mutex> lock(mu_);
+    Plan& p = plan_for(g, w.shape(), bias != nullptr, z != nullptr, use_const);
+    auto& eng = dnnl_engine();
+    auto& strm = dnnl_stream();
+    try {
+      dnnl::memory x_mem(plain_desc(xs), eng, const_cast<float*>(x));
+      dnnl::memory src = reorder_if_needed(x_mem, p.src_md);
+      dnnl::memory wmem = p.packed_w;
+      if (!use_const) {
+        dnnl::memory plain(conv_weights_desc(w.shape(), g.G), eng, const_cast<void*>(w.raw()));
+        wmem = reorder_if_needed(plain, p.w_md);
+      }
+      dnnl::memory y_mem(plain_desc(g.out_shape), eng, y);
+      bool direct = p.dst_md == y_mem.get_desc();
+      dnnl::memory dst = direct ? y_mem : dnnl::memory(p.dst_md, eng);
+      if (z) {  // the sum post-op adds what dst already holds
+        dnnl::memory z_mem(plain_desc(g.out_shape), eng, const_cast<float*>(z));
+        dnnl::reorder(z_mem, dst).execute(strm, z_mem, dst);
+      }
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wmem}, {DNNL_ARG_DST, dst}};
+      dnnl::memory b_mem;
+      if (bias) args[DNNL_ARG_BIAS] = dnnl::memory({{g.OC}, dt::f32, tag::a}, eng, const_cast<float*>(bias));
+      p.prim.execute(strm, args);
+      if (!direct) dnnl::reorder(dst, y_mem).execute(strm, dst, y_mem);
+      strm.wait();
+    } catch (const dnnl::error& e) {
+      fail_dnnl("convolution", e);
+    }
+  }
+
+  bool fused_;
+  ConvAttrs attrs_;
+  Activation act_;
+  const Tensor* const_w_ = nullptr;
+  std::map<std::vector<int64_t>, Plan> plans_;
+  std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
+  std::mutex mu_;
+};
+
+const std::vector<DType> kConvTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64};
+
+}  // namespace
+
+void register_conv(Registry& r) {
+  r.add({"Conv", "", 1, 1000, 0, kConvTypes, [](const KernelSpec& s) { return std::make_unique<ConvKernel>(s, false); }});
+  r.add({"FusedConv", "mminfer", 1, 1000, 0, kConvTypes,
+         [](const KernelSpec& s) { return std::make_unique<ConvKernel>(s, true); }});
+  register_conv_transpose(r);
+  register_conv_integer(r);
+}
 
 }  // namespace mminfer::kernels

@@ -22,6 +22,7 @@ void register_pooling(Registry&);
 void register_resize(Registry&);
 void register_quantize(Registry&);
 void register_misc(Registry&);
+void register_attention(Registry&);
 
 const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16};
 const std::vector<DType> kNumericTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt64,
@@ -50,6 +51,7 @@ Registry::Registry() {
   register_resize(*this);
   register_quantize(*this);
   register_misc(*this);
+  register_attention(*this);
 }
 
 Registry& Registry::instance() {

@@ -1,0 +1,247 @@
+// mminfer::Attention: the fused form of MatMul(Q, Kᵀ) → scale → +mask → Softmax → MatMul(·, V)
+// built by the attention-fusion pass. Inputs: Q [..., Sq, D], Kᵀ [..., D, Sk], V [..., Sk, Dv],
+// optional additive mask broadcastable to [..., Sq, Sk]. Attributes: scale (float), causal (int).
+#include "kernels/cpu/attention.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/parallel.h"
+#include "kernels/cpu/registry.h"
+#include "kernels/cpu/vector_math.h"
+
+namespace mminfer::kernels {
+
+namespace attention {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Turns one row of raw scores into probabilities in place (scale, mask, causal cut, softmax).
+void softmax_row(float* s, const float* mask, int64_t sk, int64_t visible, float scale) {
+  float m = kNegInf;
+  for (int64_t j = 0; j < sk; ++j) {
+    float x = j < visible ? s[j] * scale + (mask ? mask[j] : 0.f) : kNegInf;
+    s[j] = x;
+    if (x > m || std::isnan(x)) m = x;
+    if (std::isnan(m)) break;
+  }
+  if (std::isnan(m)) {
+    for (int64_t j = 0; j < sk; ++j) s[j] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  if (m == kNegInf) {  // nothing visible: a tie between every key
+    for (int64_t j = 0; j < sk; ++j) s[j] = 1.f / static_cast<float>(sk);
+    return;
+  }
+  if (m == -kNegInf) {  // +inf scores share the mass
+    int64_t count = 0;
+    for (int64_t j = 0; j < sk; ++j) count += s[j] == m;
+    for (int64_t j = 0; j < sk; ++j) s[j] = s[j] == m ? 1.f / static_cast<float>(count) : 0.f;
+    return;
+  }
+  float sum = 0.f;
+  for (int64_t j = 0; j < sk; ++j) {
+    s[j] = vmath::exp_scalar(s[j] - m);
+    sum += s[j];
+  }
+  float inv = 1.f / sum;
+  for (int64_t j = 0; j < sk; ++j) s[j] *= inv;
+}
+
+int64_t visible_keys(const Problem& p, int64_t i) {
+  if (!p.causal) return p.sk;
+  int64_t v = i + (p.sk - p.sq) + 1;
+  return v < 0 ? 0 : (v > p.sk ? p.sk : v);
+}
+
+const float* mask_row(const Problem& p, int64_t i) { return p.mask ? p.mask + i * p.mask_row_stride : nullptr; }
+
+}  // namespace
+
+void run_reference(const Problem& p) {
+  std::vector<float> s(static_cast<size_t>(p.sk));
+  for (int64_t i = 0; i < p.sq; ++i) {
+    for (int64_t j = 0; j < p.sk; ++j) {
+      float acc = 0.f;
+      for (int64_t c = 0; c < p.d; ++c) acc += p.q[i * p.q_stride + c] * p.kt[c * p.kt_stride + j];
+      s[j] = acc;
+    }
+    softmax_row(s.data(), mask_row(p, i), p.sk, visible_keys(p, i), p.scale);
+    for (int64_t c = 0; c < p.dv; ++c) {
+      float acc = 0.f;
+      for (int64_t j = 0; j < p.sk; ++j) acc += s[j] * p.v[j * p.v_stride + c];
+      p.out[i * p.out_stride + c] = acc;
+    }
+  }
+}
+
+namespace {
+
+// Scores of up to 4 query rows against all keys: S[r][j] = Σ_c Q[r][c]·Kᵀ[c][j].
+void scores_block(const Problem& p, int64_t i0, int rows, float* s) {
+  const int64_t sk = p.sk;
+  int64_t j = 0;
+  for (; j + 8 <= sk; j += 8) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t c = 0; c < p.d; ++c) {
+      __m256 k = _mm256_loadu_ps(p.kt + c * p.kt_stride + j);
+      for (int r = 0; r < rows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(p.q[(i0 + r) * p.q_stride + c]), k, acc[r]);
+    }
+    for (int r = 0; r < rows; ++r) _mm256_storeu_ps(s + r * sk + j, acc[r]);
+  }
+  if (j < sk) {
+    __m256i m = vmath::tail_mask(sk - j);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t c = 0; c < p.d; ++c) {
+      __m256 k = _mm256_maskload_ps(p.kt + c * p.kt_stride + j, m);
+      for (int r = 0; r < rows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(p.q[(i0 + r) * p.q_stride + c]), k, acc[r]);
+    }
+    for (int r = 0; r < rows; ++r) _mm256_maskstore_ps(s + r * sk + j, m, acc[r]);
+  }
+}
+
+// out[r][:] = Σ_j P[r][j]·V[j][:] for up to 4 rows, 8 output columns at a time.
+void weighted_values(const Problem& p, int64_t i0, int rows, const float* s) {
+  int64_t c = 0;
+  for (; c < p.dv; c += 8) {
+    bool tail = c + 8 > p.dv;
+    __m256i m = vmath::tail_mask(tail ? p.dv - c : 8);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t j = 0; j < p.sk; ++j) {
+      const float* vr = p.v + j * p.v_stride + c;
+      __m256 v = tail ? _mm256_maskload_ps(vr, m) : _mm256_loadu_ps(vr);
+      for (int r = 0; r < rows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(s[r * p.sk + j]), v, acc[r]);
+    }
+    for (int r = 0; r < rows; ++r) {
+      float* o = p.out + (i0 + r) * p.out_stride + c;
+      if (tail) _mm256_maskstore_ps(o, m, acc[r]);
+      else _mm256_storeu_ps(o, acc[r]);
+    }
+  }
+}
+
+}  // namespace
+
+void run_avx2(const Problem& p, float* scratch) {
+  for (int64_t i0 = 0; i0 < p.sq; i0 += 4) {
+    int rows = static_cast<int>(std::min<int64_t>(4, p.sq - i0));
+    scores_block(p, i0, rows, scratch);
+    for (int r = 0; r < rows; ++r)
+      softmax_row(scratch + r * p.sk, mask_row(p, i0 + r), p.sk, visible_keys(p, i0 + r), p.scale);
+    weighted_values(p, i0, rows, scratch);
+  }
+}
+
+}  // namespace attention
+
+namespace {
+
+// Strides of `t` (rank r) broadcast to `rank` dims: leading missing dims and size-1 dims get 0.
+std::vector<int64_t> broadcast_strides(const Shape& shape, size_t rank) {
+  std::vector<int64_t> st(rank, 0);
+  int64_t acc = 1;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    size_t src = shape.size() - 1 - k, dst = rank - 1 - k;
+    st[dst] = shape[src] == 1 ? 0 : acc;
+    acc *= shape[src];
+  }
+  return st;
+}
+
+class AttentionKernel final : public Kernel {
+ public:
+  explicit AttentionKernel(const KernelSpec& spec) {
+    scale_ = spec.a().get_float("scale", 1.f);
+    causal_ = spec.a().get_int("causal", 0) != 0;
+  }
+
+  void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
+    const Tensor& q = need_input(in, 0, "Q");
+    const Tensor& kt = need_input(in, 1, "K transposed");
+    const Tensor& v = need_input(in, 2, "V");
+    for (const Tensor* t : {&q, &kt, &v})
+      if (t->dtype() != DType::kFloat32) fail("Attention computes in float32 only");
+    if (q.rank() < 2 || kt.rank() != q.rank() || v.rank() != q.rank())
+      fail("Q, Kᵀ and V must have the same rank (at least 2)");
+    size_t r = q.rank();
+    for (size_t d = 0; d + 2 < r; ++d)
+      if (kt.dim(d) != q.dim(d) || v.dim(d) != q.dim(d)) fail("Q, Kᵀ and V disagree on batch dimensions");
+    if (kt.dim(r - 2) != q.dim(r - 1)) fail("Q's depth " + std::to_string(q.dim(r - 1)) + " differs from Kᵀ's " + std::to_string(kt.dim(r - 2)));
+    if (v.dim(r - 2) != kt.dim(r - 1)) fail("V has " + std::to_string(v.dim(r - 2)) + " keys, Kᵀ has " + std::to_string(kt.dim(r - 1)));
+    if (in.size() > 3 && in[3]) {
+      const Tensor& m = *in[3];
+      if (m.dtype() != DType::kFloat32) fail("the attention mask must be float32");
+      if (m.rank() > r) fail("the attention mask has a higher rank than the scores");
+      Shape scores = q.shape();
+      scores[r - 1] = kt.dim(r - 1);
+      for (size_t k = 0; k < m.rank(); ++k) {
+        int64_t md = m.dim(m.rank() - 1 - k), sd = scores[r - 1 - k];
+        if (md != 1 && md != sd) fail("the attention mask " + shape_str(m.shape()) + " does not broadcast to " + shape_str(scores));
+      }
+    }
+    Shape os = q.shape();
+    os[r - 1] = v.dim(r - 1);
+    out[0] = {DType::kFloat32, os};
+  }
+
+  void run(const Inputs& in, Outputs& out) override {
+    const Tensor &q = *in[0], &kt = *in[1], &v = *in[2];
+    const Tensor* mask = in.size() > 3 ? in[3] : nullptr;
+    size_t r = q.rank();
+    int64_t sq = q.dim(r - 2), d = q.dim(r - 1), sk = kt.dim(r - 1), dv = v.dim(r - 1);
+    int64_t batch = 1;
+    for (size_t k = 0; k + 2 < r; ++k) batch *= q.dim(k);
+    std::vector<int64_t> mstride;
+    if (mask) mstride = broadcast_strides(mask->shape(), r);
+    Shape batch_shape(q.shape().begin(), q.shape().end() - 2);
+    Tensor& o = *out[0];
+    parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
+      std::vector<float> scratch(static_cast<size_t>(4 * sk));
+      for (int64_t b = b0; b < b1; ++b) {
+        attention::Problem p{};
+        p.q = q.data<float>() + b * sq * d;
+        p.kt = kt.data<float>() + b * d * sk;
+        p.v = v.data<float>() + b * sk * dv;
+        p.out = o.data<float>() + b * sq * dv;
+        p.sq = sq, p.sk = sk, p.d = d, p.dv = dv;
+        p.q_stride = d, p.kt_stride = sk, p.v_stride = dv, p.out_stride = dv;
+        p.scale = scale_;
+        p.causal = causal_;
+        if (mask) {
+          int64_t off = 0, rem = b;
+          for (size_t k = batch_shape.size(); k-- > 0;) {
+            off += (rem % batch_shape[k]) * mstride[k];
+            rem /= batch_shape[k];
+          }
+          p.mask = mask->data<float>() + off;
+          p.mask_row_stride = mstride[r - 2];
+          // A mask broadcast along keys is not a layout the row kernel reads; expand it.
+          if (mstride[r - 1] == 0 && sk > 1) fail("an attention mask broadcast along the key axis is not supported");
+        }
+        if (sk == 0) {
+          for (int64_t i = 0; i < sq * dv; ++i) p.out[i] = 0.f;
+          continue;
+        }
+        attention::run_avx2(p, scratch.data());
+      }
+    });
+  }
+
+ private:
+  float scale_ = 1.f;
+  bool causal_ = false;
+};
+
+}  // namespace
+
+void register_attention(Registry& r) {
+  r.add({"Attention", "mminfer", 1, 1000, 0, {DType::kFloat32},
+         [](const KernelSpec& s) { return std::make_unique<AttentionKernel>(s); }});
+}
+
+}  // namespace mminfer::kernels

@@ -1,0 +1,25 @@
+// Scaled dot-product attention for one (batch, head): softmax(scale * Q·Kᵀ + mask)·V, computed
+// a few query rows at a time so the Sq×Sk score matrix never exists in memory.
+#pragma once
+#include <cstdint>
+
+namespace mminfer::kernels::attention {
+
+struct Problem {
+  const float* q;     // [sq, d], row stride q_stride
+  const float* kt;    // Kᵀ: [d, sk], row stride kt_stride
+  const float* v;     // [sk, dv], row stride v_stride
+  const float* mask;  // additive [sq, sk] with row stride mask_row_stride (0: one row for all), or null
+  float* out;         // [sq, dv], row stride out_stride
+  int64_t sq, sk, d, dv;
+  int64_t q_stride, kt_stride, v_stride, out_stride, mask_row_stride;
+  float scale;
+  bool causal;  // query i sees keys j <= i + (sk - sq)
+};
+
+// Fast path (AVX2) and its plain twin; both give a uniform distribution for rows whose
+// scores are all -inf, as the Softmax kernel does.
+void run_avx2(const Problem& p, float* scratch);  // scratch: 4 * sk floats
+void run_reference(const Problem& p);
+
+}  // namespace mminfer::kernels::attention

@@ -1,0 +1,109 @@
+#include "kernels/cpu/dense_gemm.h"
+
+#include <string>
+
+#include "core/parallel.h"
+#include "kernels/cpu/kernel.h"
+
+namespace mminfer::kernels {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // oneDNN rejects K = 0; the product is empty
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
+    return;
+  }
+  dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (st != dnnl_success) fail("oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)));
+}
+
+ConstWeightGemm::ConstWeightGemm(const float* w, int64_t K, int64_t N, bool w_transposed, float alpha,
+                                 const float* bias, Activation act)
+    : K_(K), N_(N), act_(act) {
+  w_copy_.assign(w, w + K * N);
+  if (alpha != 1.f)
+    for (float& v : w_copy_) v *= alpha;
+  // Logical K x N; a transposed source is the same matrix with swapped strides.
+  dnnl::memory::dims strides = w_transposed ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1};
+  dnnl::memory::desc md({K, N}, dt::f32, strides);
+  plain_weights_ = dnnl::memory(md, dnnl_engine(), w_copy_.data());
+  if (bias) {
+    bias_.assign(bias, bias + N);
+    bias_mem_ = dnnl::memory({{1, N}, dt::f32, tag::ab}, dnnl_engine(), bias_.data());
+  }
+  dnnl::post_ops probe;
+  fused_act_ = append_activation(probe, act_);
+}
+
+ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M) {
+  auto it = plans_.find(M);
+  if (it != plans_.end()) return it->second;
+  if (plans_.size() >= 32) plans_.erase(plans_.begin());  // bound memory under shape churn
+  try {
+    dnnl::memory::desc a_md({M, K_}, dt::f32, tag::ab);
+    dnnl::memory::desc w_md({K_, N_}, dt::f32, tag::any);
+    dnnl::memory::desc y_md({M, N_}, dt::f32, tag::ab);
+    dnnl::primitive_attr attr;
+    dnnl::post_ops ops;
+    if (fused_act_) append_activation(ops, act_);
+    attr.set_post_ops(ops);
+    auto desc = bias_.empty() ? dnnl::matmul::desc(a_md, w_md, y_md)
+                              : dnnl::matmul::desc(a_md, w_md, bias_mem_.get_desc(), y_md);
+    dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
+    Plan plan;
+    plan.prim = dnnl::matmul(pd);
+    dnnl::memory::desc want = pd.weights_desc();
+    for (auto& [d, mem] : packed_)
+      if (d == want) plan.weights = mem;
+    if (!plan.weights) {
+      plan.weights = reorder_if_needed(plain_weights_, want);
+      packed_.emplace_back(want, plan.weights);
+    }
+    return plans_.emplace(M, std::move(plan)).first->second;
+  } catch (const dnnl::error& e) {
+    fail_dnnl("matmul primitive", e);
+  }
+}
+
+void ConstWeightGemm::run(const float* a, int64_t M, float* y) {
+  if (M <= 0 || N_ <= 0) return;
+  if (K_ == 0) {
+    for (int64_t i = 0; i < M * N_; ++i) y[i] = 0.f;
+    apply_epilogue(y, M, N_, bias_.empty() ? nullptr : bias_.data(), act_);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Plan& plan = plan_for(M);
+  dnnl::memory a_mem({{M, K_}, dt::f32, tag::ab}, dnnl_engine(), const_cast<float*>(a));
+  dnnl::memory y_mem({{M, N_}, dt::f32, tag::ab}, dnnl_engine(), y);
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, y_mem}};
+  if (!bias_.empty()) args[DNNL_ARG_BIAS] = bias_mem_;
+  try {
+    plan.prim.execute(dnnl_stream(), args);
+    dnnl_stream().wait();
+  } catch (const dnnl::error& e) {
+    fail_dnnl("matmul", e);
+  }
+  if (!fused_act_) apply_epilogue(y, M, N_, nullptr, act_);
+}
+
+void apply_epilogue(float* y, int64_t rows, int64_t cols, const float* bias, const Activation& act) {
+  if (!bias && act.kind == Activation::kNone) return;
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = y + r * cols;
+      if (bias)
+        for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+      if (act.kind != Activation::kNone)
+        for (int64_t c = 0; c < cols; ++c) row[c] = act.apply(row[c]);
+    }
+  });
+}
+
+}  // namespace mminfer::kernels

@@ -1,0 +1,93 @@
+// MatMul(X, W) with constant 2-D W, then Add of a constant bias over the last axis, then an
+// optional activation → mminfer::FusedMatMul, which applies bias and activation while the
+// packed GEMM's output tile is still in registers.
+#include "passes/pass.h"
+#include "passes/pattern.h"
+
+namespace mminfer::passes {
+
+namespace {
+
+std::optional<std::pair<std::string, std::vector<float>>> activation_of(const ir::Node& n) {
+  if (n.removed || !n.domain.empty() || n.outputs.size() != 1) return std::nullopt;
+  if (n.op_type == "Relu" || n.op_type == "Sigmoid" || n.op_type == "Tanh") return std::make_pair(n.op_type, std::vector<float>{});
+  if (n.op_type == "Gelu")
+    return std::make_pair(std::string(n.attrs.get_string("approximate", "none") == "tanh" ? "GeluTanh" : "Gelu"), std::vector<float>{});
+  if (n.op_type == "LeakyRelu") return std::make_pair(std::string("LeakyRelu"), std::vector<float>{n.attrs.get_float("alpha", 0.01f)});
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool fuse_matmul_bias(ir::Graph& g, const PassContext&) {
+  bool changed = false;
+  UseCounts uses(g);
+  size_t count = g.nodes.size();
+  for (size_t mi = 0; mi < count; ++mi) {
+    const ir::Node& mm = g.nodes[mi];
+    if (!is_op(mm, "MatMul")) continue;
+    int x = mm.inputs[0], w = mm.inputs[1];
+    if (g.values[x].dtype != DType::kFloat32 || !g.values[w].is_constant) continue;
+    const Tensor& wt = g.values[w].constant;
+    if (wt.dtype() != DType::kFloat32 || wt.rank() != 2) continue;
+    int64_t n = wt.dim(1);
+    int out = mm.outputs[0];
+    int bias = ir::kNoValue;
+    std::vector<int> replaced = {static_cast<int>(mi)};
+    int r = uses.only_reader(out);
+    if (r >= 0 && is_op(g.nodes[r], "Add")) {
+      const ir::Node& add = g.nodes[r];
+      int other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+      const ir::Value& b = g.values[other];
+      // Only a bias along the output features; anything else is a different kind of Add.
+      if (b.is_constant && b.constant.dtype() == DType::kFloat32 && b.constant.numel() == n &&
+          (b.constant.rank() == 1 ||
+           (b.constant.dim(b.constant.rank() - 1) == n && known_rank(g, x) >= static_cast<int>(b.constant.rank())))) {
+        bias = other;
+        replaced.push_back(r);
+        out = add.outputs[0];
+        r = uses.only_reader(out);
+      }
+    }
+    std::optional<std::pair<std::string, std::vector<float>>> act;
+    if (r >= 0 && g.nodes[r].inputs[0] == out) act = activation_of(g.nodes[r]);
+    if (act) {
+      replaced.push_back(r);
+      out = g.nodes[r].outputs[0];
+    }
+    if (bias < 0 && !act) continue;
+    ir::Node fused;
+    fused.name = g.label(mm) + "/fused";
+    fused.op_type = "FusedMatMul";
+    fused.domain = "mminfer";
+    fused.opset = 1;
+    fused.inputs = {x, w};
+    if (bias >= 0) {
+      // The kernel wants a 1-D bias; a [1, N] or [1, 1, N] constant is the same numbers.
+      const Tensor& bt = g.values[bias].constant;
+      if (bt.rank() != 1) {
+        int nb = g.add_value(fresh_name(g, g.values[bias].name + "/1d"));
+        ir::Value& v = g.values[nb];
+        v.is_constant = true;
+        v.constant = Tensor::alias(g.values[bias].constant, DType::kFloat32, {n}, const_cast<void*>(g.values[bias].constant.raw()));
+        v.dtype = DType::kFloat32;
+        v.has_shape = true;
+        v.dims = {n};
+        v.symbols = {""};
+        bias = nb;
+      }
+      fused.inputs.push_back(bias);
+    }
+    fused.attrs.set("activation", act ? act->first : std::string());
+    if (act) fused.attrs.set("activation_params", act->second);
+    fused.outputs = {out};
+    for (int k : replaced) g.nodes[k].removed = true;
+    g.nodes.push_back(std::move(fused));
+    g.relink();
+    uses = UseCounts(g);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace mminfer::passes

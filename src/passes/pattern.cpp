@@ -1,0 +1,49 @@
+#include "passes/pattern.h"
+
+#include "core/half.h"
+
+namespace mminfer::passes {
+
+UseCounts::UseCounts(const ir::Graph& g) : counts_(g.values.size(), 0), reader_(g.values.size(), -1) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].removed) continue;
+    for (int in : g.nodes[i].inputs)
+      if (in >= 0) {
+        ++counts_[in];
+        reader_[in] = static_cast<int>(i);
+      }
+  }
+  for (int o : g.outputs) counts_[o] += 1000;  // an output is never "only read" by a node
+}
+
+int UseCounts::only_reader(int value) const {
+  if (value < 0 || counts_[value] != 1) return -1;
+  return reader_[value];
+}
+
+bool is_op(const ir::Node& n, const char* op) { return !n.removed && n.domain.empty() && n.op_type == op; }
+
+std::optional<float> scalar_constant(const ir::Graph& g, int value) {
+  if (value < 0 || !g.values[value].is_constant) return std::nullopt;
+  const Tensor& t = g.values[value].constant;
+  if (t.numel() != 1) return std::nullopt;
+  switch (t.dtype()) {
+    case DType::kFloat32: return t.data<float>()[0];
+    case DType::kFloat64: return static_cast<float>(t.data<double>()[0]);
+    case DType::kFloat16: return half_to_float(t.data<uint16_t>()[0]);
+    default: return std::nullopt;
+  }
+}
+
+int known_rank(const ir::Graph& g, int value) {
+  if (value < 0 || !g.values[value].has_shape) return -1;
+  return static_cast<int>(g.values[value].dims.size());
+}
+
+std::string fresh_name(const ir::Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int i = 1; g.find_value(name) >= 0; ++i) name = base + "_" + std::to_string(i);
+  return name;
+}
+
+}  // namespace mminfer::passes

@@ -1,0 +1,32 @@
+// Small helpers for passes that match chains of nodes.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace mminfer::passes {
+
+// Readers of every value (live nodes only); graph outputs count as a reader.
+class UseCounts {
+ public:
+  explicit UseCounts(const ir::Graph& g);
+  int count(int value) const { return value < 0 ? 0 : counts_[value]; }
+  // The single live node reading `value`, or -1 when there is not exactly one (or it is an output).
+  int only_reader(int value) const;
+
+ private:
+  std::vector<int> counts_;
+  std::vector<int> reader_;
+};
+
+bool is_op(const ir::Node& n, const char* op);  // default ONNX domain
+// The value of a constant with exactly one element, as float.
+std::optional<float> scalar_constant(const ir::Graph& g, int value);
+// Rank from shape inference, or -1 when unknown.
+int known_rank(const ir::Graph& g, int value);
+// A fresh value name that does not clash with existing ones.
+std::string fresh_name(const ir::Graph& g, const std::string& base);
+
+}  // namespace mminfer::passes

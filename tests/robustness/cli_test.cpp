@@ -1,0 +1,162 @@
+// The mminfer binary on bad files and bad arguments: it must exit with status 1 or 2 and one
+// line on stderr, never crash, hang, or print a sanitizer report.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "core/npy.h"
+#include "robust_util.h"
+
+#ifndef MMINFER_CLI
+#error "MMINFER_CLI must name the mminfer binary"
+#endif
+
+namespace robust {
+namespace {
+
+struct CliResult {
+  int exit_code = -1;  // -1: did not exit normally
+  std::string err;
+};
+
+CliResult run_cli(const std::string& args, const TempDir& dir) {
+  std::string err_path = dir.file("stderr.txt");
+  // A sanitizer report exits with its own code so it cannot pass for an ordinary error.
+  std::string cmd = "ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=87:halt_on_error=1 timeout 120 '" +
+                    std::string(MMINFER_CLI) + "' " + args + " >/dev/null 2>'" + err_path + "'";
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  r.err = read_file(err_path);
+  return r;
+}
+
+void expect_clean_failure(const CliResult& r, const std::string& mention, const std::string& what) {
+  EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << what << ": exit code " << r.exit_code << ", stderr: " << r.err;
+  ASSERT_FALSE(r.err.empty()) << what;
+  std::string body = r.err.back() == '\n' ? r.err.substr(0, r.err.size() - 1) : r.err;
+  if (r.exit_code == 1) {  // usage text (exit 2) may span lines; an error is one line
+    EXPECT_EQ(body.find('\n'), std::string::npos) << what << ": several lines: " << r.err;
+    EXPECT_NE(body.find("error"), std::string::npos) << what << ": " << r.err;
+  }
+  if (!mention.empty()) {
+    EXPECT_NE(body.find(mention), std::string::npos) << what << ": " << r.err;
+  }
+}
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+// A version 1.0 .npy header with the given dict text and no data.
+std::string npy_header(const std::string& dict) {
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(dict.size() & 0xff);
+  out += static_cast<char>(dict.size() >> 8);
+  return out + dict;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  Cli() : dir_("cli") {
+    model_ = dir_.file("mlp.onnx");
+    write_file(model_, serialize(mlp_model()));
+    mminfer::Tensor x = mminfer::Tensor::empty(mminfer::DType::kFloat32, {2, 4});
+    good_npy_ = dir_.file("x.npy");
+    mminfer::write_npy(good_npy_, x);
+  }
+  std::string npy(const std::string& name, const std::string& bytes) {
+    std::string p = dir_.file(name);
+    write_file(p, bytes);
+    return p;
+  }
+  TempDir dir_;
+  std::string model_, good_npy_;
+};
+
+TEST_F(Cli, BadModelFiles) {
+  std::string bytes = serialize(mlp_model());
+  std::string empty = npy("empty.onnx", "");
+  std::string truncated = npy("truncated.onnx", bytes.substr(0, bytes.size() / 2));
+  std::string random = npy("random.onnx", std::string("\x08\x07\x12\xff\xff\xff\xff\x0f garbage", 16));
+  std::filesystem::create_directories(dir_.file("folder.onnx"));
+  for (const std::string& cmd : {std::string("run"), std::string("inspect"), std::string("bench")}) {
+    std::string in = cmd == "run" ? " --input x=" + quote(good_npy_) : "";
+    expect_clean_failure(run_cli(cmd + " " + quote(dir_.file("missing.onnx")) + in, dir_), "missing.onnx", cmd + " missing");
+    expect_clean_failure(run_cli(cmd + " " + quote(dir_.file("folder.onnx")) + in, dir_), "folder.onnx", cmd + " folder");
+    expect_clean_failure(run_cli(cmd + " " + quote(empty) + in, dir_), "empty", cmd + " empty");
+    expect_clean_failure(run_cli(cmd + " " + quote(truncated) + in, dir_), "", cmd + " truncated");
+    expect_clean_failure(run_cli(cmd + " " + quote(random) + in, dir_), "", cmd + " random");
+    expect_clean_failure(run_cli(cmd + " /dev/zero" + in, dir_), "", cmd + " /dev/zero");
+  }
+}
+
+TEST_F(Cli, BadNpyInputs) {
+  std::string good = mminfer::encode_npy(mminfer::Tensor::empty(mminfer::DType::kFloat32, {2, 4}));
+  const std::pair<std::string, std::string> cases[] = {
+      {"missing", ""},
+      {"empty", ""},
+      {"bad magic", "NOTNUMPY" + good.substr(8)},
+      {"truncated header", good.substr(0, 20)},
+      {"truncated data", good.substr(0, good.size() - 4)},
+      {"huge shape", npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (4000000000, 1), }\n")},
+      {"overflowing shape", npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }\n")},
+      {"shape not a tuple", npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': }")},
+      {"empty descr", npy_header("{'descr': '', 'fortran_order': False, 'shape': (2, 4), }")},
+      {"fortran order", npy_header("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 4), }\n")},
+      {"big endian", npy_header("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 4), }\n")},
+      {"wrong dtype", mminfer::encode_npy(mminfer::Tensor::empty(mminfer::DType::kInt64, {2, 4}))},
+      {"wrong shape", mminfer::encode_npy(mminfer::Tensor::empty(mminfer::DType::kFloat32, {4, 2}))},
+      {"wrong rank", mminfer::encode_npy(mminfer::Tensor::empty(mminfer::DType::kFloat32, {8}))},
+      {"version 9", std::string("\x93NUMPY\x09\x00", 8) + good.substr(8)},
+  };
+  for (const auto& [what, bytes] : cases) {
+    std::string p = what == "missing" ? dir_.file("nope.npy") : npy("in.npy", bytes);
+    CliResult r = run_cli("run " + quote(model_) + " --input x=" + quote(p) + " --output-dir " + quote(dir_.file("out")), dir_);
+    expect_clean_failure(r, "", what);
+  }
+  // The three wrong-tensor cases must name the input.
+  for (const auto* what : {"wrong dtype", "wrong shape", "wrong rank"}) {
+    for (const auto& [w, bytes] : cases) {
+      if (w != what) continue;
+      CliResult r = run_cli("run " + quote(model_) + " --input x=" + quote(npy("in.npy", bytes)), dir_);
+      expect_clean_failure(r, "'x'", what);
+    }
+  }
+}
+
+TEST_F(Cli, BadArguments) {
+  expect_clean_failure(run_cli("run " + quote(model_), dir_), "'x'", "no inputs");
+  expect_clean_failure(run_cli("run " + quote(model_) + " --input x", dir_), "--input", "input without =");
+  expect_clean_failure(run_cli("run " + quote(model_) + " --input y=" + quote(good_npy_), dir_), "'y'", "unknown input");
+  expect_clean_failure(run_cli("run " + quote(model_) + " --frobnicate", dir_), "--frobnicate", "unknown option");
+  expect_clean_failure(run_cli("run " + quote(model_) + " --threads abc --input x=" + quote(good_npy_), dir_), "--threads", "bad threads");
+  expect_clean_failure(run_cli("bench " + quote(model_) + " --shape x=2xq", dir_), "--shape", "bad shape");
+  expect_clean_failure(run_cli("bench " + quote(model_) + " --runs 0", dir_), "--runs", "zero runs");
+  expect_clean_failure(run_cli("bench " + quote(model_) + " --int-range x=5:1", dir_), "--int-range", "bad range");
+  expect_clean_failure(run_cli("bench " + quote(model_) + " --shape x=3x4", dir_), "'x'", "wrong fixed dim");
+  expect_clean_failure(run_cli("frobnicate", dir_), "frobnicate", "unknown command");
+  write_file(dir_.file("sym.onnx"), serialize(mlp_model(-1)));
+  expect_clean_failure(run_cli("bench " + quote(dir_.file("sym.onnx")), dir_), "'x'", "symbolic shape without --shape");
+}
+
+TEST_F(Cli, ExternalDataOutsideTheFolder) {
+  onnx::ModelProto m = mlp_model();
+  auto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_raw_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* e = w->add_external_data();
+  e->set_key("location");
+  e->set_value("../../../../../../etc/hostname");
+  write_file(dir_.file("ext.onnx"), serialize(m));
+  expect_clean_failure(run_cli("inspect " + quote(dir_.file("ext.onnx")), dir_), "etc/hostname", "external data outside");
+}
+
+TEST_F(Cli, GoodRunSucceedsOrFailsCleanly) {
+  CliResult r = run_cli("run " + quote(model_) + " --input x=" + quote(good_npy_) + " --output-dir " + quote(dir_.file("out")), dir_);
+  if (r.exit_code != 0) expect_clean_failure(r, "", "good run");
+}
+
+}  // namespace
+}  // namespace robust

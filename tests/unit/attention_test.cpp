@@ -1,0 +1,53 @@
+#include "kernels/cpu/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace att = mminfer::kernels::attention;
+
+namespace {
+
+struct Case {
+  int64_t sq, sk, d, dv;
+  bool mask, causal;
+};
+
+void check(const Case& c, bool all_masked_row = false) {
+  std::mt19937 rng(static_cast<unsigned>(c.sq * 131 + c.sk * 17 + c.d));
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<float> q(c.sq * c.d), kt(c.d * c.sk), v(c.sk * c.dv), mask(c.sq * c.sk);
+  for (auto* vec : {&q, &kt, &v})
+    for (float& x : *vec) x = n(rng);
+  for (float& x : mask) x = (rng() % 4 == 0) ? -1e9f : n(rng);
+  if (all_masked_row && c.sq > 0)
+    for (int64_t j = 0; j < c.sk; ++j) mask[j] = -std::numeric_limits<float>::infinity();
+  std::vector<float> fast(c.sq * c.dv, 7.f), ref(c.sq * c.dv, -7.f), scratch(4 * c.sk);
+  att::Problem p{q.data(), kt.data(), v.data(), c.mask ? mask.data() : nullptr, fast.data(),
+                 c.sq, c.sk, c.d, c.dv, c.d, c.sk, c.dv, c.dv, c.sk, 0.125f, c.causal};
+  att::run_avx2(p, scratch.data());
+  p.out = ref.data();
+  att::run_reference(p);
+  for (size_t i = 0; i < fast.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 2e-5f * (1 + std::fabs(ref[i]))) << i;
+  if (all_masked_row) {  // a row with every key masked averages V uniformly
+    for (int64_t col = 0; col < c.dv; ++col) {
+      float mean = 0;
+      for (int64_t j = 0; j < c.sk; ++j) mean += v[j * c.dv + col] / static_cast<float>(c.sk);
+      EXPECT_NEAR(fast[col], mean, 1e-5f);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Attention, FastPathMatchesReferenceOnOddShapes) {
+  for (Case c : {Case{1, 1, 1, 1, false, false}, Case{3, 5, 7, 9, true, false}, Case{50, 50, 64, 64, false, false},
+                 Case{13, 13, 32, 32, true, true}, Case{77, 77, 64, 64, true, true}, Case{5, 17, 8, 3, false, true},
+                 Case{17, 5, 8, 16, true, true}})
+    check(c);
+}
+
+TEST(Attention, RowsWithEveryKeyMaskedGiveAUniformAverage) { check(Case{6, 11, 16, 8, true, false}, true); }

@@ -1,0 +1,170 @@
+// Each fusion pass: the pattern collapses as expected, and the optimized graph computes what
+// the original graph computes (the unfused kernels are the reference).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "graph_builder.h"
+#include "passes/pass.h"
+#include "runtime/executor.h"
+#include "runtime/node_kernel.h"
+
+using mminfer::Attributes;
+using mminfer::DType;
+using mminfer::Shape;
+using mminfer::Tensor;
+using mminfer::testing::GraphBuilder;
+namespace ir = mminfer::ir;
+namespace passes = mminfer::passes;
+namespace runtime = mminfer::runtime;
+
+namespace {
+
+int count_op(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (auto& node : g.nodes) n += !node.removed && node.op_type == op;
+  return n;
+}
+
+std::vector<Tensor> run(const ir::Graph& g, const std::vector<Tensor>& inputs) {
+  runtime::Executor ex(g);
+  return ex.run(inputs, nullptr);
+}
+
+// Optimizes a copy at `level`, checks `fused_op` appears, and compares outputs on two runs
+// (the second exercises the planned arena path).
+void expect_same(const ir::Graph& g, const std::vector<Tensor>& inputs, const std::string& fused_op,
+                 float tol = 1e-5f, int level = 2) {
+  ir::Graph opt = g;
+  passes::PassContext ctx;
+  ctx.opt_level = level;
+  ctx.evaluate = runtime::evaluate_node;
+  passes::optimize(opt, ctx);
+  EXPECT_GE(count_op(opt, fused_op), 1) << fused_op << " was not formed";
+  auto want = run(g, inputs);
+  runtime::Executor ex(opt);
+  for (int pass = 0; pass < 2; ++pass) {
+    auto got = ex.run(inputs, nullptr);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), want[i].shape());
+      for (int64_t k = 0; k < got[i].numel(); ++k) {
+        float a = got[i].data<float>()[k], b = want[i].data<float>()[k];
+        ASSERT_NEAR(a, b, tol * (1.f + std::fabs(b))) << "output " << i << " element " << k;
+      }
+    }
+  }
+}
+
+Attributes ints(const std::string& name, std::vector<int64_t> v) {
+  Attributes a;
+  a.set(name, v);
+  return a;
+}
+
+}  // namespace
+
+TEST(FusionPasses, AttentionWithScaleAndMask) {
+  for (bool causal_like_mask : {false, true}) {
+    GraphBuilder b;
+    int q = b.input("q", {2, 3, 5, 8}), kt = b.input("kt", {2, 3, 8, 7}), v = b.input("v", {2, 3, 7, 4});
+    Tensor mask = GraphBuilder::random_tensor({1, 1, 5, 7}, 3);
+    if (causal_like_mask)  // rows fully masked must behave like the Softmax kernel
+      for (int j = 0; j < 7; ++j) mask.data<float>()[j] = -INFINITY;
+    int m = b.constant("mask", mask);
+    int s = b.node("MatMul", {q, kt}, {}, 4);
+    s = b.node("Mul", {s, b.scalar("scale", 0.35f)}, {}, 4);
+    s = b.node("Add", {s, m}, {}, 4);
+    Attributes ax;
+    ax.set("axis", int64_t(-1));
+    s = b.node("Softmax", {s}, ax, 4);
+    b.output(b.node("MatMul", {s, v}, {}, 4));
+    expect_same(b.g, {GraphBuilder::random_tensor({2, 3, 5, 8}, 1), GraphBuilder::random_tensor({2, 3, 8, 7}, 2),
+                      GraphBuilder::random_tensor({2, 3, 7, 4}, 4)},
+                "Attention");
+  }
+}
+
+TEST(FusionPasses, DecomposedLayerNorm) {
+  GraphBuilder b(14);
+  int x = b.input("x", {3, 13, 24});
+  int mean = b.node("ReduceMean", {x}, ints("axes", {-1}), 3);
+  int d = b.node("Sub", {x, mean}, {}, 3);
+  int sq = b.node("Pow", {d, b.scalar("two", 2.f)}, {}, 3);
+  int var = b.node("ReduceMean", {sq}, ints("axes", {-1}), 3);
+  int sd = b.node("Sqrt", {b.node("Add", {var, b.scalar("eps", 1e-5f)}, {}, 3)}, {}, 3);
+  int y = b.node("Div", {d, sd}, {}, 3);
+  y = b.node("Mul", {y, b.random("gamma", {24}, 5)}, {}, 3);
+  b.output(b.node("Add", {y, b.random("beta", {24}, 6)}, {}, 3));
+  expect_same(b.g, {GraphBuilder::random_tensor({3, 13, 24}, 7, 3.f)}, "LayerNormalization", 1e-4f);
+}
+
+TEST(FusionPasses, GeluBothOrders) {
+  for (int order = 0; order < 2; ++order) {
+    GraphBuilder b(14);
+    int x = b.input("x", {4, 37});
+    int e = b.node("Erf", {b.node("Div", {x, b.scalar("sqrt2", 1.4142135f)})});
+    int one_plus = b.node("Add", {e, b.scalar("one", 1.f)});
+    int y = order == 0 ? b.node("Mul", {b.node("Mul", {x, one_plus}), b.scalar("half", 0.5f)})
+                       : b.node("Mul", {b.node("Mul", {x, b.scalar("half", 0.5f)}), one_plus});
+    b.output(b.node("Relu", {y}));  // keep the Gelu output internal
+    expect_same(b.g, {GraphBuilder::random_tensor({4, 37}, 8, 2.f)}, "Gelu");
+  }
+}
+
+TEST(FusionPasses, MatMulBiasActivation) {
+  GraphBuilder b;
+  int x = b.input("x", {3, 13, 20});
+  int y = b.node("MatMul", {x, b.random("w", {20, 33}, 9)}, {}, 3);
+  y = b.node("Add", {y, b.random("bias", {33}, 10)}, {}, 3);
+  b.output(b.node("Relu", {y}, {}, 3));
+  expect_same(b.g, {GraphBuilder::random_tensor({3, 13, 20}, 11)}, "FusedMatMul", 1e-4f);
+}
+
+TEST(FusionPasses, ConvBatchNormActivationAndResidual) {
+  GraphBuilder b(11);
+  int x = b.input("x", {2, 4, 9, 11});
+  Attributes conv;
+  conv.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  conv.set("kernel_shape", std::vector<int64_t>{3, 3});
+  int c = b.node("Conv", {x, b.random("w", {4, 4, 3, 3}, 12, 0.3f), b.random("cb", {4}, 13)}, conv, 4);
+  Tensor var = GraphBuilder::random_tensor({4}, 14);
+  for (int i = 0; i < 4; ++i) var.data<float>()[i] = std::fabs(var.data<float>()[i]) + 0.5f;
+  int bn = b.node("BatchNormalization", {c, b.random("s", {4}, 15), b.random("bb", {4}, 16), b.random("m", {4}, 17),
+                                         b.constant("var", var)},
+                  {}, 4);
+  b.set_shape(bn, {2, 4, 9, 11});
+  b.set_shape(x, {2, 4, 9, 11});
+  int sum = b.node("Add", {bn, x}, {}, 4);
+  b.set_shape(sum, {2, 4, 9, 11});
+  Attributes hs;
+  hs.set("alpha", 1.f / 6.f);
+  hs.set("beta", 0.5f);
+  int h = b.node("HardSigmoid", {sum}, hs);
+  b.output(b.node("Mul", {sum, h}));
+  expect_same(b.g, {GraphBuilder::random_tensor({2, 4, 9, 11}, 18)}, "FusedConv", 1e-4f);
+}
+
+TEST(ConstantFolding, ShapeArithmeticOnConstantsDisappears) {
+  GraphBuilder b;
+  int x = b.input("x", {2, 6});
+  int shape_src = b.random("src", {3, 4}, 19);
+  int s = b.node("Shape", {shape_src});  // [3, 4], computable at load
+  Tensor idx = Tensor::empty(DType::kInt64, {});
+  *idx.data<int64_t>() = 1;
+  int four = b.node("Gather", {s, b.constant("i", idx)});  // 4
+  Tensor minus1 = Tensor::empty(DType::kInt64, {1});
+  *minus1.data<int64_t>() = -1;
+  int target = b.node("Concat", {b.constant("m1", minus1), b.node("Unsqueeze", {four}, ints("axes", {0}))},
+                      [] { Attributes a; a.set("axis", int64_t(0)); return a; }());
+  b.g.opsets[""] = 11;  // Unsqueeze takes axes as an attribute here
+  for (auto& n : b.g.nodes) n.opset = 11;
+  b.output(b.node("Reshape", {x, target}));
+  ir::Graph opt = b.g;
+  passes::PassContext ctx;
+  ctx.evaluate = runtime::evaluate_node;
+  auto report = passes::optimize(opt, ctx);
+  EXPECT_EQ(report.nodes_after, 1u);  // only the Reshape is left
+  auto got = run(opt, {GraphBuilder::random_tensor({2, 6}, 20)});
+  EXPECT_EQ(got[0].shape(), (Shape{3, 4}));
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""Exports CLIP ViT-B/32-shaped vision and text encoders with random weights, for benchmarks only
+(the shapes and op mix of the real model, none of its knowledge).
+
+  make_clip_b32.py [OUT] [--force]
+
+OUT defaults to models/clip-b32 and receives, at opset 17 with a dynamic batch axis:
+  vision.onnx   pixel_values [B, 3, 224, 224] -> last_hidden_state [B, 50, 768], image_embeds [B, 512]
+                (patch 32, width 768, 12 layers, 12 heads, QuickGELU)
+  text.onnx     input_ids, attention_mask [B, 77] int64 -> last_hidden_state [B, 77, 512], text_embeds [B, 512]
+                (vocab 49408, width 512, 12 layers, 8 heads, causal mask, EOT pooling)
+  inputs/pixel_values.npy, inputs/input_ids.npy, inputs/attention_mask.npy   sample batch-1 inputs
+"""
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out", nargs="?", default=os.path.join(HERE, "..", "models", "clip-b32"))
+    p.add_argument("--force", action="store_true", help="export even when both files exist")
+    args = p.parse_args()
+    vision_path, text_path = os.path.join(args.out, "vision.onnx"), os.path.join(args.out, "text.onnx")
+    if not args.force and os.path.isfile(vision_path) and os.path.isfile(text_path):
+        print(f"{args.out} already holds vision.onnx and text.onnx (use --force to export again)")
+        return 0
+
+    import warnings
+
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, HERE)
+    from reference_models import ClipText, ClipVision
+
+    warnings.filterwarnings("ignore", message=".*advanced indexing.*", category=UserWarning)
+    os.makedirs(os.path.join(args.out, "inputs"), exist_ok=True)
+    torch.manual_seed(32)
+
+    vision = ClipVision(image_hw=(224, 224), patch=32, width=768, heads=12, layers=12, proj=512).eval()
+    pixels = torch.randn(1, 3, 224, 224)
+    batch = {0: "batch"}
+    with torch.no_grad():
+        torch.onnx.export(vision, (pixels,), vision_path, input_names=["pixel_values"],
+                          output_names=["last_hidden_state", "image_embeds"], opset_version=17,
+                          dynamic_axes={"pixel_values": batch, "last_hidden_state": batch, "image_embeds": batch})
+    np.save(os.path.join(args.out, "inputs", "pixel_values.npy"), pixels.numpy())
+    print(f"wrote {vision_path}")
+
+    text = ClipText(vocab=49408, max_len=77, width=512, heads=8, layers=12, proj=512).eval()
+    ids = torch.randint(1, 49406, (1, 77))
+    ids[0, 0], ids[0, 20], ids[0, 21:] = 49406, 49407, 0  # start, end-of-text, padding
+    mask = (torch.arange(77) <= 20).long()[None]
+    with torch.no_grad():
+        torch.onnx.export(text, (ids, mask), text_path, input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state", "text_embeds"], opset_version=17,
+                          dynamic_axes={"input_ids": batch, "attention_mask": batch, "last_hidden_state": batch,
+                                        "text_embeds": batch})
+    np.save(os.path.join(args.out, "inputs", "input_ids.npy"), ids.numpy())
+    np.save(os.path.join(args.out, "inputs", "attention_mask.npy"), mask.numpy())
+    print(f"wrote {text_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
