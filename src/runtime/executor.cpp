@@ -162,7 +162,7 @@ void Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, Recor
   kernels::Inputs in;
   kernels::Outputs out;
   std::vector<TensorDesc> descs;
-  Tensor scratch;
+  std::vector<Tensor> scratch;  // one per omitted optional output, so their shapes never collide
   if (plan)
     for (const auto& [v, t] : plan->frozen) values[v] = t;
   for (size_t si = 0; si < steps_.size(); ++si) {
@@ -175,7 +175,8 @@ void Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, Recor
     in.clear();
     for (int v : st.inputs) in.push_back(v >= 0 ? &values[v] : nullptr);
     out.assign(st.outputs.size(), nullptr);
-    for (size_t i = 0; i < st.outputs.size(); ++i) out[i] = st.outputs[i] >= 0 ? &values[st.outputs[i]] : &scratch;
+    if (scratch.size() < st.outputs.size()) scratch.resize(st.outputs.size());
+    for (size_t i = 0; i < st.outputs.size(); ++i) out[i] = st.outputs[i] >= 0 ? &values[st.outputs[i]] : &scratch[i];
     int64_t t0 = profiler ? profiler->now_us() : 0;
     try {
       for (size_t i = 0; i < in.size(); ++i)
