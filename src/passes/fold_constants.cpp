@@ -2,6 +2,7 @@
 #include <set>
 
 #include "passes/pass.h"
+#include "passes/pattern.h"
 
 namespace mminfer::passes {
 
@@ -38,13 +39,7 @@ bool fold_constants(ir::Graph& g, const PassContext& ctx) {
     if (bytes > ctx.max_folded_bytes || results.size() != n.outputs.size()) continue;
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i] < 0) continue;
-      ir::Value& v = g.values[n.outputs[i]];
-      v.is_constant = true;
-      v.constant = results[i];
-      v.dtype = results[i].dtype();
-      v.has_shape = true;
-      v.dims = results[i].shape();
-      v.symbols.assign(v.dims.size(), "");
+      make_constant(g.values[n.outputs[i]], results[i]);
     }
     n.removed = true;
     changed = true;

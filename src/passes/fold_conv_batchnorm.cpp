@@ -58,15 +58,8 @@ bool fold_conv_batchnorm(ir::Graph& g, const PassContext&) {
     // Weights may be shared with another node: give the folded ones their own values.
     int nw = g.add_value(fresh_name(g, g.values[w_id].name + "/bn_folded"));
     int nb = g.add_value(fresh_name(g, g.label(conv) + "/bn_folded_bias"));
-    for (auto [id, t] : {std::pair<int, Tensor*>{nw, &new_w}, std::pair<int, Tensor*>{nb, &new_b}}) {
-      ir::Value& v = g.values[id];
-      v.is_constant = true;
-      v.constant = *t;
-      v.dtype = DType::kFloat32;
-      v.has_shape = true;
-      v.dims = t->shape();
-      v.symbols.assign(v.dims.size(), "");
-    }
+    make_constant(g.values[nw], new_w);
+    make_constant(g.values[nb], new_b);
     ir::Node& c = g.nodes[g.values[x].producer];  // add_value may not move nodes, but re-fetch for clarity
     c.inputs.resize(3);
     c.inputs[1] = nw;

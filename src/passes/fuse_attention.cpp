@@ -74,10 +74,8 @@ bool fuse_attention(ir::Graph& g, const PassContext&) {
     if (mask >= 0) fused.inputs.push_back(mask);
     fused.outputs = g.nodes[next].outputs;
     fused.attrs.set("scale", scale);
-    for (int n : chain) g.nodes[n].removed = true;
-    g.nodes[next].removed = true;
-    g.nodes.push_back(std::move(fused));
-    g.relink();
+    chain.push_back(next);
+    replace_nodes(g, chain, std::move(fused));
     uses = UseCounts(g);
     changed = true;
   }

@@ -123,10 +123,8 @@ bool fuse_conv_activation(ir::Graph& g, const PassContext&) {
       out = act->output;
     }
     fused.outputs = {out};
-    g.nodes[ci].removed = true;
-    for (int n : replaced) g.nodes[n].removed = true;
-    g.nodes.push_back(std::move(fused));
-    g.relink();
+    replaced.push_back(static_cast<int>(ci));
+    replace_nodes(g, replaced, std::move(fused));
     uses = UseCounts(g);
     changed = true;
   }

@@ -73,9 +73,7 @@ bool fuse_gelu(ir::Graph& g, const PassContext&) {
     gelu.opset = g.opsets.count("") ? g.opsets.at("") : 1;
     gelu.inputs = {x};
     gelu.outputs = {out};
-    for (int n : nodes) g.nodes[n].removed = true;
-    g.nodes.push_back(std::move(gelu));
-    g.relink();
+    replace_nodes(g, nodes, std::move(gelu));
     uses = UseCounts(g);
     changed = true;
   }

@@ -93,9 +93,7 @@ bool fuse_layer_norm(ir::Graph& g, const PassContext&) {
     ln.outputs = {add.outputs[0]};
     ln.attrs.set("axis", int64_t(-1));
     ln.attrs.set("epsilon", *eps);
-    for (int n : {static_cast<int>(di), sub_i, sqrt_i, mean_i, add_eps_i, var_i, sq_node, mul_i, add_i}) g.nodes[n].removed = true;
-    g.nodes.push_back(std::move(ln));
-    g.relink();
+    replace_nodes(g, {static_cast<int>(di), sub_i, sqrt_i, mean_i, add_eps_i, var_i, sq_node, mul_i, add_i}, std::move(ln));
     uses = UseCounts(g);
     changed = true;
   }

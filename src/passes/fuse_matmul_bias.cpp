@@ -67,13 +67,8 @@ bool fuse_matmul_bias(ir::Graph& g, const PassContext&) {
       const Tensor& bt = g.values[bias].constant;
       if (bt.rank() != 1) {
         int nb = g.add_value(fresh_name(g, g.values[bias].name + "/1d"));
-        ir::Value& v = g.values[nb];
-        v.is_constant = true;
-        v.constant = Tensor::alias(g.values[bias].constant, DType::kFloat32, {n}, const_cast<void*>(g.values[bias].constant.raw()));
-        v.dtype = DType::kFloat32;
-        v.has_shape = true;
-        v.dims = {n};
-        v.symbols = {""};
+        const Tensor& src = g.values[bias].constant;
+        make_constant(g.values[nb], Tensor::alias(src, DType::kFloat32, {n}, const_cast<void*>(src.raw())));
         bias = nb;
       }
       fused.inputs.push_back(bias);
@@ -81,9 +76,7 @@ bool fuse_matmul_bias(ir::Graph& g, const PassContext&) {
     fused.attrs.set("activation", act ? act->first : std::string());
     if (act) fused.attrs.set("activation_params", act->second);
     fused.outputs = {out};
-    for (int k : replaced) g.nodes[k].removed = true;
-    g.nodes.push_back(std::move(fused));
-    g.relink();
+    replace_nodes(g, replaced, std::move(fused));
     uses = UseCounts(g);
     changed = true;
   }

@@ -40,6 +40,21 @@ int known_rank(const ir::Graph& g, int value) {
   return static_cast<int>(g.values[value].dims.size());
 }
 
+void replace_nodes(ir::Graph& g, const std::vector<int>& old_nodes, ir::Node fused) {
+  for (int n : old_nodes) g.nodes[n].removed = true;
+  g.nodes.push_back(std::move(fused));
+  g.relink();
+}
+
+void make_constant(ir::Value& v, const Tensor& t) {
+  v.is_constant = true;
+  v.constant = t;
+  v.dtype = t.dtype();
+  v.has_shape = true;
+  v.dims = t.shape();
+  v.symbols.assign(v.dims.size(), "");
+}
+
 std::string fresh_name(const ir::Graph& g, const std::string& base) {
   std::string name = base;
   for (int i = 1; g.find_value(name) >= 0; ++i) name = base + "_" + std::to_string(i);

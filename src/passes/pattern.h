@@ -26,6 +26,10 @@ bool is_op(const ir::Node& n, const char* op);  // default ONNX domain
 std::optional<float> scalar_constant(const ir::Graph& g, int value);
 // Rank from shape inference, or -1 when unknown.
 int known_rank(const ir::Graph& g, int value);
+// Marks `old_nodes` removed, appends `fused` in their place and refreshes producers.
+void replace_nodes(ir::Graph& g, const std::vector<int>& old_nodes, ir::Node fused);
+// Turns `v` into a constant holding `t`, with its type and shape.
+void make_constant(ir::Value& v, const Tensor& t);
 // A fresh value name that does not clash with existing ones.
 std::string fresh_name(const ir::Graph& g, const std::string& base);
 
