@@ -35,10 +35,36 @@ std::optional<float> scalar_constant(const ir::Graph& g, int value) {
   }
 }
 
-int known_rank(const ir::Graph& g, int value) {
-  if (value < 0 || !g.values[value].has_shape) return -1;
-  return static_cast<int>(g.values[value].dims.size());
+namespace {
+// Where shape inference gave up (shapes computed at run time), the rank often still follows
+// from the producer: a Transpose's perm, or an op that keeps its input's rank.
+int rank_from_producer(const ir::Graph& g, int value, int depth) {
+  if (value < 0) return -1;
+  const ir::Value& v = g.values[value];
+  if (v.has_shape) return static_cast<int>(v.dims.size());
+  if (depth > 8 || v.producer < 0) return -1;
+  const ir::Node& n = g.nodes[v.producer];
+  if (!n.domain.empty() || n.inputs.empty()) return -1;
+  if (n.op_type == "Transpose" && n.attrs.has("perm")) return static_cast<int>(n.attrs.get_ints("perm").size());
+  if (n.op_type == "Softmax" || n.op_type == "Relu" || n.op_type == "Sigmoid" || n.op_type == "Erf" || n.op_type == "Cast")
+    return rank_from_producer(g, n.inputs[0], depth + 1);
+  if (n.op_type == "Mul" || n.op_type == "Div" || n.op_type == "Add" || n.op_type == "Sub") {
+    // With one scalar constant operand the result has the other operand's rank.
+    for (int k = 0; k < 2 && n.inputs.size() == 2; ++k) {
+      const ir::Value& c = g.values[n.inputs[k]];
+      if (c.is_constant && c.constant.rank() == 0) return rank_from_producer(g, n.inputs[1 - k], depth + 1);
+    }
+    return -1;
+  }
+  if (n.op_type == "MatMul" && n.inputs.size() == 2) {
+    int a = rank_from_producer(g, n.inputs[0], depth + 1), b = rank_from_producer(g, n.inputs[1], depth + 1);
+    return a >= 2 && a == b ? a : -1;
+  }
+  return -1;
 }
+}  // namespace
+
+int known_rank(const ir::Graph& g, int value) { return rank_from_producer(g, value, 0); }
 
 void replace_nodes(ir::Graph& g, const std::vector<int>& old_nodes, ir::Node fused) {
   for (int n : old_nodes) g.nodes[n].removed = true;
