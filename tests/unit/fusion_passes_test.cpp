@@ -121,6 +121,23 @@ TEST(FusionPasses, MatMulBiasActivation) {
   expect_same(b.g, {GraphBuilder::random_tensor({3, 13, 20}, 11)}, "FusedMatMul", 1e-4f);
 }
 
+TEST(FusionPasses, MatMulBiasQuickGeluAndSilu) {
+  for (float alpha : {1.702f, 1.f}) {
+    GraphBuilder b;
+    int x = b.input("x", {2, 7, 16});
+    int y = b.node("MatMul", {x, b.random("w", {16, 24}, 21)}, {}, 3);
+    y = b.node("Add", {y, b.random("bias", {24}, 22)}, {}, 3);
+    int gate = alpha == 1.f ? b.node("Sigmoid", {y}) : b.node("Sigmoid", {b.node("Mul", {y, b.scalar("a", alpha)})});
+    b.output(b.node("Mul", {y, gate}));
+    ir::Graph opt = b.g;
+    passes::PassContext ctx;
+    ctx.opt_level = 2;
+    ctx.evaluate = runtime::evaluate_node;
+    EXPECT_EQ(passes::optimize(opt, ctx).nodes_after, 1u);  // one FusedMatMul with a Silu epilogue
+    expect_same(b.g, {GraphBuilder::random_tensor({2, 7, 16}, 23)}, "FusedMatMul", 1e-4f);
+  }
+}
+
 TEST(FusionPasses, ConvBatchNormActivationAndResidual) {
   GraphBuilder b(11);
   int x = b.input("x", {2, 4, 9, 11});

@@ -44,7 +44,7 @@ bool append_activation(dnnl::post_ops& ops, const Activation& act) {
     case Activation::kTanh: ops.append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f); return true;
     case Activation::kGeluErf: ops.append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f); return true;
     case Activation::kGeluTanh: ops.append_eltwise(1.f, alg::eltwise_gelu_tanh, 0.f, 0.f); return true;
-    case Activation::kSilu: ops.append_eltwise(1.f, alg::eltwise_swish, 1.f, 0.f); return true;
+    case Activation::kSilu: ops.append_eltwise(1.f, alg::eltwise_swish, act.alpha, 0.f); return true;
   }
   return false;
 }

@@ -43,6 +43,7 @@ Activation Activation::parse(const std::string& name, const std::vector<float>& 
     a.kind = kGeluTanh;
   } else if (n == "silu" || n == "swish") {
     a.kind = kSilu;
+    a.alpha = param(0, 1.f);  // QuickGELU is x * sigmoid(1.702 x)
   } else {
     throw Error("attribute 'activation' has unknown value '" + name + "'");
   }

@@ -21,7 +21,7 @@ struct Activation {
     kTanh,
     kGeluErf,
     kGeluTanh,
-    kSilu,  // x * sigmoid(x)
+    kSilu,  // x * sigmoid(alpha * x); alpha 1 by default, 1.702 for QuickGELU
   };
   Kind kind = kNone;
   float alpha = 0.f;
@@ -46,7 +46,7 @@ struct Activation {
       case kTanh: return std::tanh(x);
       case kGeluErf: return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f));
       case kGeluTanh: return 0.5f * x * (1.f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-      case kSilu: return x / (1.f + std::exp(-x));
+      case kSilu: return x / (1.f + std::exp(-alpha * x));
     }
     return x;
   }
