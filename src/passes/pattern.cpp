@@ -21,7 +21,15 @@ int UseCounts::only_reader(int value) const {
   return reader_[value];
 }
 
-bool is_op(const ir::Node& n, const char* op) { return !n.removed && n.domain.empty() && n.op_type == op; }
+bool is_op(const ir::Node& n, const char* op) {
+  if (n.removed || !n.domain.empty() || n.op_type != op) return false;
+  // Passes index inputs and outputs freely, so a malformed node never matches.
+  if (n.inputs.empty() || n.inputs[0] < 0 || n.outputs.empty() || n.outputs[0] < 0) return false;
+  static const char* kBinary[] = {"Add", "Sub", "Mul", "Div", "Pow", "MatMul"};
+  for (const char* b : kBinary)
+    if (n.op_type == b) return n.inputs.size() == 2 && n.inputs[1] >= 0;
+  return true;
+}
 
 std::optional<float> scalar_constant(const ir::Graph& g, int value) {
   if (value < 0 || !g.values[value].is_constant) return std::nullopt;
