@@ -13,17 +13,6 @@ namespace {
 
 const std::vector<DType> kLocalNormTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16};
 
-template <typename Fn>
-void visit_float_type(DType t, const char* what, Fn&& fn) {
-  switch (t) {
-    case DType::kFloat32: fn(Num<float>{}); break;
-    case DType::kFloat64: fn(Num<double>{}); break;
-    case DType::kFloat16: fn(NumHalf{}); break;
-    case DType::kBFloat16: fn(NumBf16{}); break;
-    default: fail(std::string(what) + " has unsupported dtype " + dtype_name(t));
-  }
-}
-
 template <typename N>
 double load_d(const typename N::Storage* p, int64_t i) {
   return static_cast<double>(N::load(p[i]));

@@ -34,17 +34,6 @@ void row_stats(const typename N::Storage* x, int64_t n, C& mean, C& var) {
   var = v / static_cast<C>(n);
 }
 
-template <typename Fn>
-void visit_norm_type(DType t, const char* what, Fn&& fn) {
-  switch (t) {
-    case DType::kFloat32: fn(Num<float>{}); break;
-    case DType::kFloat64: fn(Num<double>{}); break;
-    case DType::kFloat16: fn(NumHalf{}); break;
-    case DType::kBFloat16: fn(NumBf16{}); break;
-    default: fail(std::string(what) + " has unsupported dtype " + dtype_name(t));
-  }
-}
-
 // ---------------------------------------------------------------- LayerNormalization
 
 class LayerNormKernel final : public Kernel {
@@ -81,7 +70,7 @@ class LayerNormKernel final : public Kernel {
       run_f32(x, *in[1], bias, norm_shape, rows, d, *out[0], mean_t, inv_t);
       return;
     }
-    visit_norm_type(x.dtype(), "X", [&](auto tag) {
+    visit_float_type(x.dtype(), "X", [&](auto tag) {
       using N = decltype(tag);
       using C = std::conditional_t<std::is_same_v<typename N::Storage, double>, double, float>;
       run_generic<N, C>(x, *in[1], bias, norm_shape, rows, d, *out[0], mean_t, inv_t);
@@ -218,7 +207,7 @@ class GroupedNormKernel final : public Kernel {
       });
       return;
     }
-    visit_norm_type(x.dtype(), "input", [&](auto tag) {
+    visit_float_type(x.dtype(), "input", [&](auto tag) {
       using N = decltype(tag);
       using S = typename N::Storage;
       using C = typename N::Compute;

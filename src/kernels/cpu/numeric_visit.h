@@ -55,6 +55,18 @@ decltype(auto) visit_numeric(DType t, const char* what, Fn&& fn) {
 }
 
 // Writes `value` converted to dtype `t` into the element at `dst`.
+// Floating dtypes only (the storage/compute pair for float32/64, float16, bfloat16).
+template <typename Fn>
+void visit_float_type(DType t, const char* what, Fn&& fn) {
+  switch (t) {
+    case DType::kFloat32: fn(Num<float>{}); break;
+    case DType::kFloat64: fn(Num<double>{}); break;
+    case DType::kFloat16: fn(NumHalf{}); break;
+    case DType::kBFloat16: fn(NumBf16{}); break;
+    default: fail(std::string(what) + " has unsupported dtype " + dtype_name(t));
+  }
+}
+
 inline void store_scalar(DType t, void* dst, double value) {
   visit_numeric(t, "value", [&](auto tag) {
     using N = decltype(tag);
