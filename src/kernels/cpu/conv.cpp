@@ -45,10 +45,7 @@ class ConvKernel : public Kernel {
     const Tensor& w = need_input(in, 1, "W");
     if (x.dtype() != w.dtype()) fail(std::string("X and W dtypes differ: ") + dtype_name(x.dtype()) + " vs " + dtype_name(w.dtype()));
     ConvGeometry g = conv_geometry(attrs_, x.shape(), w.shape());
-    if (in.size() > 2 && in[2]) {
-      if (in[2]->dtype() != x.dtype()) fail("B dtype differs from X");
-      if (in[2]->numel() != g.OC) fail("B must have " + std::to_string(g.OC) + " values, got " + shape_str(in[2]->shape()));
-    }
+    check_conv_bias(in, x, g.OC);
     if (fused_ && in.size() > 3 && in[3]) {
       if (in[3]->shape() != g.out_shape) fail("Z must have the output shape " + shape_str(g.out_shape) + ", got " + shape_str(in[3]->shape()));
       if (in[3]->dtype() != x.dtype()) fail("Z dtype differs from X");

@@ -141,4 +141,12 @@ ConvGeometry conv_transpose_geometry(const ConvAttrs& a, const Shape& x, const S
   return g;
 }
 
+void check_conv_bias(const Inputs& in, const Tensor& x, int64_t out_channels) {
+  if (in.size() > 2 && in[2]) {
+    if (in[2]->dtype() != x.dtype()) fail("B dtype differs from X");
+    if (in[2]->numel() != out_channels)
+      fail("B must have " + std::to_string(out_channels) + " values, got " + shape_str(in[2]->shape()));
+  }
+}
+
 }  // namespace mminfer::kernels

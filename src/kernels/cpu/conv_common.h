@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/attributes.h"
+#include "kernels/cpu/kernel.h"
 #include "mminfer/tensor.h"
 
 namespace mminfer::kernels {
@@ -30,5 +31,7 @@ ConvGeometry conv_geometry(const ConvAttrs& a, const Shape& x, const Shape& w);
 // ConvTranspose: x [N, C, in...], w [C, OC/G, k...]. pad_begin/pad_end may come out negative
 // (output_shape larger than the natural size); pad_end already has output_padding subtracted.
 ConvGeometry conv_transpose_geometry(const ConvAttrs& a, const Shape& x, const Shape& w);
+// The optional bias (input 2) has X's dtype and one value per output channel.
+void check_conv_bias(const Inputs& in, const Tensor& x, int64_t out_channels);
 
 }  // namespace mminfer::kernels

@@ -54,10 +54,7 @@ class ConvTransposeKernel : public Kernel {
     const Tensor& w = need_input(in, 1, "W");
     if (x.dtype() != w.dtype()) fail(std::string("X and W dtypes differ: ") + dtype_name(x.dtype()) + " vs " + dtype_name(w.dtype()));
     ConvGeometry g = conv_transpose_geometry(attrs_, x.shape(), w.shape());
-    if (in.size() > 2 && in[2]) {
-      if (in[2]->dtype() != x.dtype()) fail("B dtype differs from X");
-      if (in[2]->numel() != g.OC) fail("B must have " + std::to_string(g.OC) + " values, got " + shape_str(in[2]->shape()));
-    }
+    check_conv_bias(in, x, g.OC);
     out[0] = {x.dtype(), g.out_shape};
   }
 
