@@ -25,7 +25,7 @@ void check(const Case& c, bool all_masked_row = false) {
   for (float& x : mask) x = (rng() % 4 == 0) ? -1e9f : n(rng);
   if (all_masked_row && c.sq > 0)
     for (int64_t j = 0; j < c.sk; ++j) mask[j] = -std::numeric_limits<float>::infinity();
-  std::vector<float> fast(c.sq * c.dv, 7.f), ref(c.sq * c.dv, -7.f), scratch(4 * c.sk);
+  std::vector<float> fast(c.sq * c.dv, 7.f), ref(c.sq * c.dv, -7.f), scratch(att::kBlockRows * c.sk);
   att::Problem p{q.data(), kt.data(), v.data(), c.mask ? mask.data() : nullptr, fast.data(),
                  c.sq, c.sk, c.d, c.dv, c.d, c.sk, c.dv, c.dv, c.sk, 0.125f, c.causal};
   att::run_avx2(p, scratch.data());
@@ -46,7 +46,9 @@ void check(const Case& c, bool all_masked_row = false) {
 TEST(Attention, FastPathMatchesReferenceOnOddShapes) {
   for (Case c : {Case{1, 1, 1, 1, false, false}, Case{3, 5, 7, 9, true, false}, Case{50, 50, 64, 64, false, false},
                  Case{13, 13, 32, 32, true, true}, Case{77, 77, 64, 64, true, true}, Case{5, 17, 8, 3, false, true},
-                 Case{17, 5, 8, 16, true, true}})
+                 Case{17, 5, 8, 16, true, true}, Case{1, 77, 64, 64, true, false},
+                 Case{77, 1, 64, 64, true, false}, Case{7, 33, 20, 20, true, true}, Case{12, 16, 24, 40, false, false},
+                 Case{50, 50, 64, 64, true, false}})
     check(c);
 }
 

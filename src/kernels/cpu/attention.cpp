@@ -5,12 +5,14 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "core/parallel.h"
 #include "kernels/cpu/registry.h"
+#include "kernels/cpu/softmax_simd.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace mminfer::kernels {
@@ -82,58 +84,110 @@ void run_reference(const Problem& p) {
 
 namespace {
 
-// Scores of up to 4 query rows against all keys: S[r][j] = Σ_c Q[r][c]·Kᵀ[c][j].
-void scores_block(const Problem& p, int64_t i0, int rows, float* s) {
-  const int64_t sk = p.sk;
-  int64_t j = 0;
-  for (; j + 8 <= sk; j += 8) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t c = 0; c < p.d; ++c) {
-      __m256 k = _mm256_loadu_ps(p.kt + c * p.kt_stride + j);
-      for (int r = 0; r < rows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(p.q[(i0 + r) * p.q_stride + c]), k, acc[r]);
+// Raw scores → logits in place: scale, add the mask row, and hide keys past `visible` (causal).
+void prepare_row(float* s, const float* mask, int64_t sk, int64_t visible, float scale) {
+  const __m256 vs = _mm256_set1_ps(scale);
+  if (mask)
+    for (int64_t j = 0; j < visible; j += 8) {
+      __m256i m = vmath::tail_mask(std::min<int64_t>(8, visible - j));
+      __m256 x = _mm256_fmadd_ps(_mm256_maskload_ps(s + j, m), vs, _mm256_maskload_ps(mask + j, m));
+      _mm256_maskstore_ps(s + j, m, x);
     }
-    for (int r = 0; r < rows; ++r) _mm256_storeu_ps(s + r * sk + j, acc[r]);
+  else
+    vmath::map_avx2(s, s, visible, [&](__m256 x) { return _mm256_mul_ps(x, vs); });
+  for (int64_t j = visible; j < sk; ++j) s[j] = kNegInf;
+}
+
+// Loads 16 floats (two vectors) of which the first `w` are real; the rest read as 0.
+struct Pair {
+  __m256i m0, m1;
+  bool full;
+  explicit Pair(int64_t w)
+      : m0(vmath::tail_mask(std::min<int64_t>(w, 8))), m1(vmath::tail_mask(std::max<int64_t>(w - 8, 0))), full(w >= 16) {}
+  __m256 lo(const float* p) const { return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m0); }
+  __m256 hi(const float* p) const { return full ? _mm256_loadu_ps(p + 8) : _mm256_maskload_ps(p + 8, m1); }
+  void store(float* p, __m256 a, __m256 b) const {
+    if (full) {
+      _mm256_storeu_ps(p, a);
+      _mm256_storeu_ps(p + 8, b);
+    } else {
+      _mm256_maskstore_ps(p, m0, a);
+      _mm256_maskstore_ps(p + 8, m1, b);
+    }
   }
-  if (j < sk) {
-    __m256i m = vmath::tail_mask(sk - j);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+};
+
+// S[r][j] = Σ_c Q[i0+r][c]·Kᵀ[c][j] for R query rows and keys [0, keys), 16 keys per step.
+template <int R>
+void scores_tile(const Problem& p, int64_t i0, int64_t keys, float* s) {
+  for (int64_t j = 0; j < keys; j += 16) {
+    Pair io(keys - j);
+    __m256 a[R], b[R];
+    for (int r = 0; r < R; ++r) a[r] = b[r] = _mm256_setzero_ps();
+    const float* q = p.q + i0 * p.q_stride;
     for (int64_t c = 0; c < p.d; ++c) {
-      __m256 k = _mm256_maskload_ps(p.kt + c * p.kt_stride + j, m);
-      for (int r = 0; r < rows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(p.q[(i0 + r) * p.q_stride + c]), k, acc[r]);
+      const float* kr = p.kt + c * p.kt_stride + j;
+      __m256 k0 = io.lo(kr), k1 = io.hi(kr);
+      for (int r = 0; r < R; ++r) {
+        __m256 qv = _mm256_set1_ps(q[r * p.q_stride + c]);
+        a[r] = _mm256_fmadd_ps(qv, k0, a[r]);
+        b[r] = _mm256_fmadd_ps(qv, k1, b[r]);
+      }
     }
-    for (int r = 0; r < rows; ++r) _mm256_maskstore_ps(s + r * sk + j, m, acc[r]);
+    for (int r = 0; r < R; ++r) io.store(s + r * p.sk + j, a[r], b[r]);
   }
 }
 
-// out[r][:] = Σ_j P[r][j]·V[j][:] for up to 4 rows, 8 output columns at a time.
-void weighted_values(const Problem& p, int64_t i0, int rows, const float* s) {
-  int64_t c = 0;
-  for (; c < p.dv; c += 8) {
-    bool tail = c + 8 > p.dv;
-    __m256i m = vmath::tail_mask(tail ? p.dv - c : 8);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t j = 0; j < p.sk; ++j) {
+// out[i0+r][:] = Σ_{j < keys} P[r][j]·V[j][:] for R rows, 16 output columns per step.
+template <int R>
+void values_tile(const Problem& p, int64_t i0, int64_t keys, const float* s) {
+  for (int64_t c = 0; c < p.dv; c += 16) {
+    Pair io(p.dv - c);
+    __m256 a[R], b[R];
+    for (int r = 0; r < R; ++r) a[r] = b[r] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < keys; ++j) {
       const float* vr = p.v + j * p.v_stride + c;
-      __m256 v = tail ? _mm256_maskload_ps(vr, m) : _mm256_loadu_ps(vr);
-      for (int r = 0; r < rows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(s[r * p.sk + j]), v, acc[r]);
+      __m256 v0 = io.lo(vr), v1 = io.hi(vr);
+      for (int r = 0; r < R; ++r) {
+        __m256 pv = _mm256_set1_ps(s[r * p.sk + j]);
+        a[r] = _mm256_fmadd_ps(pv, v0, a[r]);
+        b[r] = _mm256_fmadd_ps(pv, v1, b[r]);
+      }
     }
-    for (int r = 0; r < rows; ++r) {
-      float* o = p.out + (i0 + r) * p.out_stride + c;
-      if (tail) _mm256_maskstore_ps(o, m, acc[r]);
-      else _mm256_storeu_ps(o, acc[r]);
-    }
+    for (int r = 0; r < R; ++r) io.store(p.out + (i0 + r) * p.out_stride + c, a[r], b[r]);
   }
+}
+
+template <int R>
+void block(const Problem& p, int64_t i0, float* s) {
+  // Keys no row of the block can see need no scores; a row that sees none averages all keys.
+  int64_t seen = 0, used = 0;
+  for (int r = 0; r < R; ++r) {
+    int64_t v = visible_keys(p, i0 + r);
+    seen = std::max(seen, v);
+    used = std::max(used, v == 0 ? p.sk : v);
+  }
+  scores_tile<R>(p, i0, seen, s);
+  for (int r = 0; r < R; ++r) {
+    float* row = s + r * p.sk;
+    prepare_row(row, mask_row(p, i0 + r), p.sk, visible_keys(p, i0 + r), p.scale);
+    softmax_simd::row_avx2(row, row, p.sk, false);
+  }
+  values_tile<R>(p, i0, used, s);
 }
 
 }  // namespace
 
 void run_avx2(const Problem& p, float* scratch) {
-  for (int64_t i0 = 0; i0 < p.sq; i0 += 4) {
-    int rows = static_cast<int>(std::min<int64_t>(4, p.sq - i0));
-    scores_block(p, i0, rows, scratch);
-    for (int r = 0; r < rows; ++r)
-      softmax_row(scratch + r * p.sk, mask_row(p, i0 + r), p.sk, visible_keys(p, i0 + r), p.scale);
-    weighted_values(p, i0, rows, scratch);
+  int64_t i0 = 0;
+  for (; i0 + kBlockRows <= p.sq; i0 += kBlockRows) block<kBlockRows>(p, i0, scratch);
+  switch (p.sq - i0) {
+    case 5: block<5>(p, i0, scratch); break;
+    case 4: block<4>(p, i0, scratch); break;
+    case 3: block<3>(p, i0, scratch); break;
+    case 2: block<2>(p, i0, scratch); break;
+    case 1: block<1>(p, i0, scratch); break;
+    default: break;
   }
 }
 
@@ -201,7 +255,7 @@ class AttentionKernel final : public Kernel {
     Shape batch_shape(q.shape().begin(), q.shape().end() - 2);
     Tensor& o = *out[0];
     parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
-      std::vector<float> scratch(static_cast<size_t>(4 * sk));
+      std::vector<float> scratch(static_cast<size_t>(attention::kBlockRows * sk));
       for (int64_t b = b0; b < b1; ++b) {
         attention::Problem p{};
         p.q = q.data<float>() + b * sq * d;

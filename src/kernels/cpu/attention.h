@@ -19,7 +19,8 @@ struct Problem {
 
 // Fast path (AVX2) and its plain twin; both give a uniform distribution for rows whose
 // scores are all -inf, as the Softmax kernel does.
-void run_avx2(const Problem& p, float* scratch);  // scratch: 4 * sk floats
+constexpr int kBlockRows = 6;  // query rows per tile: 6 rows x 16 keys fill 12 of 16 ymm registers
+void run_avx2(const Problem& p, float* scratch);  // scratch: kBlockRows * sk floats
 void run_reference(const Problem& p);
 
 }  // namespace mminfer::kernels::attention
