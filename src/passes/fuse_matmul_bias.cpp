@@ -1,6 +1,7 @@
 // MatMul(X, W) with constant 2-D W, then Add of a constant bias over the last axis, then an
-// optional activation → mminfer::FusedMatMul, which applies bias and activation while the
-// packed GEMM's output tile is still in registers.
+// optional residual Add of another tensor, then an optional activation →
+// mminfer::FusedMatMul, which applies them while the packed GEMM's output tile is still in
+// registers: Y = act(X·W + bias + Z).
 #include "passes/pass.h"
 #include "passes/pattern.h"
 
@@ -84,6 +85,19 @@ bool fuse_matmul_bias(ir::Graph& g, const PassContext&) {
         r = uses.only_reader(out);
       }
     }
+    // A residual Add rides along: as the GEMM's sum post-op when it turns out to have the
+    // product's shape at run time, as a broadcast add otherwise.
+    int residual = ir::kNoValue;
+    if (r >= 0 && is_op(g.nodes[r], "Add")) {
+      const ir::Node& add = g.nodes[r];
+      int other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+      if (other != out && g.values[other].dtype == DType::kFloat32) {
+        residual = other;
+        replaced.push_back(r);
+        out = add.outputs[0];
+        r = uses.only_reader(out);
+      }
+    }
     std::optional<std::pair<std::string, std::vector<float>>> act;
     if (r >= 0 && g.nodes[r].inputs[0] == out) act = activation_of(g.nodes[r]);
     if (act) {
@@ -94,7 +108,7 @@ bool fuse_matmul_bias(ir::Graph& g, const PassContext&) {
       replaced.insert(replaced.end(), silu->nodes.begin(), silu->nodes.end());
       out = silu->output;
     }
-    if (bias < 0 && !act) continue;
+    if (bias < 0 && residual < 0 && !act) continue;
     ir::Node fused;
     fused.name = g.label(mm) + "/fused";
     fused.op_type = "FusedMatMul";
@@ -111,6 +125,10 @@ bool fuse_matmul_bias(ir::Graph& g, const PassContext&) {
         bias = nb;
       }
       fused.inputs.push_back(bias);
+    }
+    if (residual >= 0) {
+      fused.inputs.resize(3, ir::kNoValue);
+      fused.inputs.push_back(residual);
     }
     fused.attrs.set("activation", act ? act->first : std::string());
     if (act) fused.attrs.set("activation_params", act->second);

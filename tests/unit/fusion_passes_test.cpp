@@ -121,6 +121,34 @@ TEST(FusionPasses, MatMulBiasActivation) {
   expect_same(b.g, {GraphBuilder::random_tensor({3, 13, 20}, 11)}, "FusedMatMul", 1e-4f);
 }
 
+// The residual Add joins the GEMM: same-shaped (sum post-op, in place when Z dies there, or a
+// copy when Z is read again), broadcast (added after the product), and followed by an activation.
+TEST(FusionPasses, MatMulBiasResidual) {
+  struct Case {
+    Shape z;
+    bool z_read_again, relu;
+  };
+  for (Case c : {Case{{3, 13, 33}, false, false}, Case{{3, 13, 33}, true, false}, Case{{3, 13, 33}, false, true},
+                 Case{{13, 33}, false, false}, Case{{3, 1, 33}, true, true}, Case{{2, 3, 13, 33}, false, false}}) {
+    GraphBuilder b;
+    int x = b.input("x", {3, 13, 20});
+    int z = b.node("Sigmoid", {b.input("z", c.z)});  // an arena value, so in-place reuse can happen
+    int y = b.node("MatMul", {x, b.random("w", {20, 33}, 31)}, {}, 3);
+    y = b.node("Add", {y, b.random("bias", {33}, 32)}, {}, 3);
+    y = b.node("Add", {y, z});
+    if (c.relu) y = b.node("Relu", {y});
+    b.output(c.z_read_again ? b.node("Mul", {y, z}) : b.node("Neg", {y}));
+    expect_same(b.g, {GraphBuilder::random_tensor({3, 13, 20}, 33), GraphBuilder::random_tensor(c.z, 34)},
+                "FusedMatMul", 1e-4f);
+    ir::Graph opt = b.g;
+    passes::PassContext ctx;
+    ctx.opt_level = 2;
+    ctx.evaluate = runtime::evaluate_node;
+    passes::optimize(opt, ctx);
+    EXPECT_EQ(count_op(opt, "Add"), 0) << "the residual Add stayed apart";
+  }
+}
+
 TEST(FusionPasses, MatMulBiasQuickGeluAndSilu) {
   for (float alpha : {1.702f, 1.f}) {
     GraphBuilder b;

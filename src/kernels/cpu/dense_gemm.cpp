@@ -1,5 +1,6 @@
 #include "kernels/cpu/dense_gemm.h"
 
+#include <cstring>
 #include <string>
 
 #include "core/parallel.h"
@@ -40,8 +41,8 @@ ConstWeightGemm::ConstWeightGemm(const float* w, int64_t K, int64_t N, bool w_tr
   fused_act_ = append_activation(probe, act_);
 }
 
-ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M) {
-  auto it = plans_.find(M);
+ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M, bool sum) {
+  auto it = plans_.find({M, sum});
   if (it != plans_.end()) return it->second;
   if (plans_.size() >= 32) plans_.erase(plans_.begin());  // bound memory under shape churn
   try {
@@ -50,6 +51,7 @@ ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M) {
     dnnl::memory::desc y_md({M, N_}, dt::f32, tag::ab);
     dnnl::primitive_attr attr;
     dnnl::post_ops ops;
+    if (sum) ops.append_sum(1.f);  // Y already holds the residual
     if (fused_act_) append_activation(ops, act_);
     attr.set_post_ops(ops);
     auto desc = bias_.empty() ? dnnl::matmul::desc(a_md, w_md, y_md)
@@ -64,21 +66,22 @@ ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M) {
       plan.weights = reorder_if_needed(plain_weights_, want);
       packed_.emplace_back(want, plan.weights);
     }
-    return plans_.emplace(M, std::move(plan)).first->second;
+    return plans_.emplace(std::make_pair(M, sum), std::move(plan)).first->second;
   } catch (const dnnl::error& e) {
     fail_dnnl("matmul primitive", e);
   }
 }
 
-void ConstWeightGemm::run(const float* a, int64_t M, float* y) {
+void ConstWeightGemm::run(const float* a, int64_t M, float* y, const float* residual) {
   if (M <= 0 || N_ <= 0) return;
   if (K_ == 0) {
-    for (int64_t i = 0; i < M * N_; ++i) y[i] = 0.f;
+    for (int64_t i = 0; i < M * N_; ++i) y[i] = residual ? residual[i] : 0.f;
     apply_epilogue(y, M, N_, bias_.empty() ? nullptr : bias_.data(), act_);
     return;
   }
+  if (residual && residual != y) std::memcpy(y, residual, static_cast<size_t>(M * N_) * sizeof(float));
   std::lock_guard<std::mutex> lock(mu_);
-  Plan& plan = plan_for(M);
+  Plan& plan = plan_for(M, residual != nullptr);
   dnnl::memory a_mem({{M, K_}, dt::f32, tag::ab}, dnnl_engine(), const_cast<float*>(a));
   dnnl::memory y_mem({{M, N_}, dt::f32, tag::ab}, dnnl_engine(), y);
   std::unordered_map<int, dnnl::memory> args{
@@ -93,13 +96,16 @@ void ConstWeightGemm::run(const float* a, int64_t M, float* y) {
   if (!fused_act_) apply_epilogue(y, M, N_, nullptr, act_);
 }
 
-void apply_epilogue(float* y, int64_t rows, int64_t cols, const float* bias, const Activation& act) {
-  if (!bias && act.kind == Activation::kNone) return;
+void apply_epilogue(float* y, int64_t rows, int64_t cols, const float* bias, const Activation& act,
+                    const float* residual) {
+  if (!bias && !residual && act.kind == Activation::kNone) return;
   parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* row = y + r * cols;
       if (bias)
         for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+      if (residual)
+        for (int64_t c = 0; c < cols; ++c) row[c] += residual[r * cols + c];
       if (act.kind != Activation::kNone)
         for (int64_t c = 0; c < cols; ++c) row[c] = act.apply(row[c]);
     }

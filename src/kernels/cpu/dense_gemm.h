@@ -15,15 +15,16 @@ namespace mminfer::kernels {
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// Y[M,N] = act(A[M,K] * W + bias) with W fixed at construction: W is reordered once into the
-// layout oneDNN prefers, and a matmul primitive (bias and activation fused) is kept per M.
+// Y[M,N] = act(A[M,K] * W + bias + Z) with W fixed at construction: W is reordered once into the
+// layout oneDNN prefers, and a matmul primitive (bias, residual sum and activation fused) is kept
+// per M. Z (the residual, [M,N], may be null) may be Y itself.
 class ConstWeightGemm {
  public:
   // `w` is K x N row-major, or N x K when `w_transposed`; it is copied, scaled by `alpha`.
   // `bias` (N values, may be null) is copied too.
   ConstWeightGemm(const float* w, int64_t K, int64_t N, bool w_transposed, float alpha, const float* bias,
                   Activation act);
-  void run(const float* a, int64_t M, float* y);
+  void run(const float* a, int64_t M, float* y, const float* residual = nullptr);
   int64_t K() const { return K_; }
   int64_t N() const { return N_; }
 
@@ -32,7 +33,7 @@ class ConstWeightGemm {
     dnnl::matmul prim;
     dnnl::memory weights;  // in the primitive's layout
   };
-  Plan& plan_for(int64_t M);
+  Plan& plan_for(int64_t M, bool sum);
 
   int64_t K_, N_;
   Activation act_;
@@ -40,12 +41,14 @@ class ConstWeightGemm {
   dnnl::memory plain_weights_;  // K x N (strides express the transposed source)
   std::vector<float> w_copy_, bias_;
   dnnl::memory bias_mem_;
-  std::map<int64_t, Plan> plans_;
+  std::map<std::pair<int64_t, bool>, Plan> plans_;
   std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;  // one per distinct layout
   std::mutex mu_;
 };
 
-// Applies bias (per column, may be null) and activation to a row-major [rows, cols] block.
-void apply_epilogue(float* y, int64_t rows, int64_t cols, const float* bias, const Activation& act);
+// Applies bias (per column, may be null), residual (same layout as y, may be null or y itself
+// — then y doubles) and activation, in that order, to a row-major [rows, cols] block.
+void apply_epilogue(float* y, int64_t rows, int64_t cols, const float* bias, const Activation& act,
+                    const float* residual = nullptr);
 
 }  // namespace mminfer::kernels

@@ -1,9 +1,11 @@
-// MatMul (numpy semantics) and mminfer::FusedMatMul (MatMul + bias + activation). float32 runs
+// MatMul (numpy semantics) and mminfer::FusedMatMul (MatMul + bias + residual + activation:
+// inputs A, B, optional bias, optional Z of the output's shape). float32 runs
 // on oneDNN: constant 2-D weights are packed once (ConstWeightGemm), everything else goes through
 // sgemm, batched over broadcast batch dims. Other dtypes use a plain loop (float16 via float32).
 #include <memory>
 
 #include "core/parallel.h"
+#include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/dense_gemm.h"
 #include "kernels/cpu/matmul_common.h"
 #include "kernels/cpu/registry.h"
@@ -14,13 +16,15 @@ void register_gemm(Registry& r);
 void register_matmul_integer(Registry& r);
 void register_einsum(Registry& r);
 
-// Y = A * B for float32 with the batch layout in `s`; `packed` (may be null) holds B.
-void matmul_f32(const MatMulShape& s, const float* a, const float* b, float* y, ConstWeightGemm* packed) {
+// Y = A * B for float32 with the batch layout in `s`; `packed` (may be null) holds B, and then
+// Y = A * B + bias + residual with its activation.
+void matmul_f32(const MatMulShape& s, const float* a, const float* b, float* y, ConstWeightGemm* packed,
+                const float* residual) {
   int64_t M = s.M, K = s.K, N = s.N;
   if (s.batch * M * N == 0) return;
   if (s.b_is_matrix) {  // A's batches fold into rows: one big GEMM
     if (packed)
-      packed->run(a, s.batch * M, y);
+      packed->run(a, s.batch * M, y, residual);
     else
       sgemm(false, false, s.batch * M, N, K, 1.f, a, K, b, N, 0.f, y, N);
     return;
@@ -93,30 +97,49 @@ class MatMulKernel : public Kernel {
       if (in[2]->numel() != s.N) fail("bias must have " + std::to_string(s.N) + " values, got " + shape_str(in[2]->shape()));
       if (in[2]->dtype() != a.dtype()) fail("bias dtype differs from A");
     }
-    out[0] = {a.dtype(), s.out};
+    Shape y = s.out;
+    if (fused_ && in.size() > 3 && in[3]) {
+      if (in[3]->dtype() != a.dtype()) fail("Z dtype differs from A");
+      y = broadcast_shapes({s.out, in[3]->shape()});
+    }
+    out[0] = {a.dtype(), y};
   }
 
   void run(const Inputs& in, Outputs& out) override {
     const Tensor& a = *in[0];
     const Tensor& b = *in[1];
     const Tensor* bias = fused_ && in.size() > 2 ? in[2] : nullptr;
+    const Tensor* z = fused_ && in.size() > 3 ? in[3] : nullptr;
     Tensor& y = *out[0];
     MatMulShape s = matmul_shape(a.shape(), b.shape(), true);
     if (y.numel() == 0) return;
     DType t = a.dtype();
+    if (z && z->shape() != s.out) {  // Z broadcasts against the product: add it afterwards
+      run_broadcast_residual(s, a, b, bias, *z, y);
+      return;
+    }
     if (t == DType::kFloat32) {
-      matmul_f32(s, a.data<float>(), b.data<float>(), y.data<float>(), packed_.get());
-      // Packed weights already carry the bias and activation.
-      if (fused_ && !(packed_ && s.b_is_matrix))
-        apply_epilogue(y.data<float>(), s.batch * s.M, s.N, bias ? bias->data<float>() : nullptr, act_);
+      // Packed weights carry the bias, residual and activation; Z may share Y's buffer.
+      bool in_gemm = packed_ && s.b_is_matrix;
+      const float* zf = z ? z->data<float>() : nullptr;
+      if (zf == y.data<float>() && !in_gemm) {  // the product would overwrite Z before it is added
+        std::vector<float> zcopy(zf, zf + y.numel());
+        matmul_f32(s, a.data<float>(), b.data<float>(), y.data<float>(), nullptr, nullptr);
+        apply_epilogue(y.data<float>(), s.batch * s.M, s.N, bias ? bias->data<float>() : nullptr, act_, zcopy.data());
+        return;
+      }
+      matmul_f32(s, a.data<float>(), b.data<float>(), y.data<float>(), packed_.get(), zf);
+      if (fused_ && !in_gemm)
+        apply_epilogue(y.data<float>(), s.batch * s.M, s.N, bias ? bias->data<float>() : nullptr, act_, zf);
       return;
     }
     if (t == DType::kFloat16 || t == DType::kBFloat16) {
       std::vector<float> af = to_f32(a), bf = to_f32(b), yf(static_cast<size_t>(y.numel()));
-      matmul_f32(s, af.data(), bf.data(), yf.data(), nullptr);
+      matmul_f32(s, af.data(), bf.data(), yf.data(), nullptr, nullptr);
       if (fused_) {
         std::vector<float> biasf = bias ? to_f32(*bias) : std::vector<float>();
-        apply_epilogue(yf.data(), s.batch * s.M, s.N, bias ? biasf.data() : nullptr, act_);
+        std::vector<float> zf = z ? to_f32(*z) : std::vector<float>();
+        apply_epilogue(yf.data(), s.batch * s.M, s.N, bias ? biasf.data() : nullptr, act_, z ? zf.data() : nullptr);
       }
       from_f32(yf.data(), y);
       return;
@@ -133,6 +156,25 @@ class MatMulKernel : public Kernel {
   }
 
  private:
+  // Y = act(A·B + bias ⊕ Z) where Z broadcasts to a shape other than the product's.
+  void run_broadcast_residual(const MatMulShape& s, const Tensor& a, const Tensor& b, const Tensor* bias,
+                              const Tensor& z, Tensor& y) {
+    std::vector<float> af = to_f32(a), bf = to_f32(b), zf = to_f32(z), prod(static_cast<size_t>(shape_numel(s.out)));
+    std::vector<float> biasf = bias ? to_f32(*bias) : std::vector<float>();
+    matmul_f32(s, af.data(), bf.data(), prod.data(), nullptr, nullptr);
+    apply_epilogue(prod.data(), s.batch * s.M, s.N, bias ? biasf.data() : nullptr, Activation{});
+    std::vector<float> yf(static_cast<size_t>(y.numel()));
+    auto plan = make_broadcast_plan<2>({s.out, z.shape()}, y.shape());
+    for_each_segment(plan, 0, plan.numel, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t len) {
+      for (int64_t i = 0; i < len; ++i) yf[o + i] = prod[off[0] + i * plan.inner[0]] + zf[off[1] + i * plan.inner[1]];
+    });
+    apply_epilogue(yf.data(), y.numel(), 1, nullptr, act_);
+    from_f32(yf.data(), y);
+  }
+
+  // FusedMatMul may write Y over Z when Z is read nowhere else.
+  int inplace_input(int) const override { return fused_ ? 3 : -1; }
+
   bool fused_;
   Activation act_;
   std::unique_ptr<ConstWeightGemm> packed_;
