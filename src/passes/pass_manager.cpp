@@ -27,6 +27,7 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
       {"fuse_layer_norm", 2, fuse_layer_norm},
       {"fuse_gelu", 2, fuse_gelu},
       {"fuse_attention", 2, fuse_attention},
+      {"absorb_attention_transposes", 2, absorb_attention_transposes},
       {"fuse_matmul_bias", 2, fuse_matmul_bias},
       {"fuse_conv_activation", 2, fuse_conv_activation},
   };

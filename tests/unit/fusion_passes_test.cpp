@@ -85,6 +85,35 @@ TEST(FusionPasses, AttentionWithScaleAndMask) {
   }
 }
 
+// Heads cut out by Transposes (and Q scaled by a Mul) as exporters write them: the Transposes
+// and the Mul vanish into the Attention node, which reads and writes the heads in place. Masks
+// of every broadcast form, including one value per query row (broadcast along the keys).
+TEST(FusionPasses, AttentionAbsorbsHeadTransposes) {
+  for (Shape mask_shape : {Shape{}, Shape{2, 1, 5, 7}, Shape{5, 1}, Shape{1, 3, 1, 7}}) {
+    GraphBuilder b;
+    int q = b.input("q", {2, 5, 3, 8}), k = b.input("k", {2, 7, 3, 8}), v = b.input("v", {2, 7, 3, 6});
+    int qt = b.node("Transpose", {q}, ints("perm", {0, 2, 1, 3}), 4);
+    qt = b.node("Mul", {qt, b.scalar("qscale", 0.5f)}, {}, 4);
+    int kt = b.node("Transpose", {k}, ints("perm", {0, 2, 3, 1}), 4);
+    int vt = b.node("Transpose", {v}, ints("perm", {0, 2, 1, 3}), 4);
+    int s = b.node("MatMul", {qt, kt}, {}, 4);
+    if (!mask_shape.empty()) s = b.node("Add", {s, b.random("mask", mask_shape, 41)}, {}, 4);
+    Attributes ax;
+    ax.set("axis", int64_t(-1));
+    s = b.node("Softmax", {s}, ax, 4);
+    int o = b.node("MatMul", {s, vt}, {}, 4);
+    b.output(b.node("Transpose", {o}, ints("perm", {0, 2, 1, 3}), 4));
+    std::vector<Tensor> in = {GraphBuilder::random_tensor({2, 5, 3, 8}, 42), GraphBuilder::random_tensor({2, 7, 3, 8}, 43),
+                              GraphBuilder::random_tensor({2, 7, 3, 6}, 44)};
+    expect_same(b.g, in, "Attention");
+    ir::Graph opt = b.g;
+    passes::PassContext ctx;
+    ctx.opt_level = 2;
+    ctx.evaluate = runtime::evaluate_node;
+    EXPECT_EQ(passes::optimize(opt, ctx).nodes_after, 1u) << "Transposes or the scale Mul stayed";
+  }
+}
+
 TEST(FusionPasses, DecomposedLayerNorm) {
   GraphBuilder b(14);
   int x = b.input("x", {3, 13, 24});

@@ -1,6 +1,9 @@
 // mminfer::Attention: the fused form of MatMul(Q, Kᵀ) → scale → +mask → Softmax → MatMul(·, V)
 // built by the attention-fusion pass. Inputs: Q [..., Sq, D], Kᵀ [..., D, Sk], V [..., Sk, Dv],
-// optional additive mask broadcastable to [..., Sq, Sk]. Attributes: scale (float), causal (int).
+// optional additive mask broadcastable to [..., Sq, Sk]. Attributes: scale (float), causal (int),
+// and perm_q / perm_k / perm_v / perm_out: Transposes the pass absorbed (an input is the tensor
+// before its Transpose; the output is written already transposed), so heads are read and
+// written in place instead of being copied to and from [B, H, S, D] by separate Transposes.
 #include "kernels/cpu/attention.h"
 
 #include <immintrin.h>
@@ -207,11 +210,41 @@ std::vector<int64_t> broadcast_strides(const Shape& shape, size_t rank) {
   return st;
 }
 
+std::vector<int64_t> contiguous_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t k = s.size(); k-- > 1;) st[k - 1] = st[k] * s[k];
+  return st;
+}
+
+// A tensor seen through a Transpose the fusion pass absorbed: logical dim k is physical dim perm[k].
+struct View {
+  Shape shape;                  // logical
+  std::vector<int64_t> stride;  // element stride per logical dim
+};
+
+View permuted(const Shape& physical, const std::vector<int64_t>& perm) {
+  View v;
+  std::vector<int64_t> st = contiguous_strides(physical);
+  for (int64_t p : perm) {
+    v.shape.push_back(physical[static_cast<size_t>(p)]);
+    v.stride.push_back(st[static_cast<size_t>(p)]);
+  }
+  return v;
+}
+
+// Copies a [rows, cols] block with arbitrary strides into contiguous `dst`.
+void gather_block(const float* src, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, float* dst) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = src[i * row_stride + j * col_stride];
+}
+
 class AttentionKernel final : public Kernel {
  public:
   explicit AttentionKernel(const KernelSpec& spec) {
     scale_ = spec.a().get_float("scale", 1.f);
     causal_ = spec.a().get_int("causal", 0) != 0;
+    const char* names[4] = {"perm_q", "perm_k", "perm_v", "perm_out"};
+    for (int i = 0; i < 4; ++i) perm_[i] = spec.a().get_ints(names[i]);
   }
 
   void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
@@ -220,75 +253,135 @@ class AttentionKernel final : public Kernel {
     const Tensor& v = need_input(in, 2, "V");
     for (const Tensor* t : {&q, &kt, &v})
       if (t->dtype() != DType::kFloat32) fail("Attention computes in float32 only");
-    if (q.rank() < 2 || kt.rank() != q.rank() || v.rank() != q.rank())
-      fail("Q, Kᵀ and V must have the same rank (at least 2)");
     size_t r = q.rank();
+    if (r < 2 || kt.rank() != r || v.rank() != r) fail("Q, Kᵀ and V must have the same rank (at least 2)");
+    for (int i = 0; i < 4; ++i) check_perm(perm_[i], r);
+    Shape qs = view(0, q.shape()).shape, ks = view(1, kt.shape()).shape, vs = view(2, v.shape()).shape;
     for (size_t d = 0; d + 2 < r; ++d)
-      if (kt.dim(d) != q.dim(d) || v.dim(d) != q.dim(d)) fail("Q, Kᵀ and V disagree on batch dimensions");
-    if (kt.dim(r - 2) != q.dim(r - 1)) fail("Q's depth " + std::to_string(q.dim(r - 1)) + " differs from Kᵀ's " + std::to_string(kt.dim(r - 2)));
-    if (v.dim(r - 2) != kt.dim(r - 1)) fail("V has " + std::to_string(v.dim(r - 2)) + " keys, Kᵀ has " + std::to_string(kt.dim(r - 1)));
+      if (ks[d] != qs[d] || vs[d] != qs[d]) fail("Q, Kᵀ and V disagree on batch dimensions");
+    if (ks[r - 2] != qs[r - 1]) fail("Q's depth " + std::to_string(qs[r - 1]) + " differs from Kᵀ's " + std::to_string(ks[r - 2]));
+    if (vs[r - 2] != ks[r - 1]) fail("V has " + std::to_string(vs[r - 2]) + " keys, Kᵀ has " + std::to_string(ks[r - 1]));
     if (in.size() > 3 && in[3]) {
       const Tensor& m = *in[3];
       if (m.dtype() != DType::kFloat32) fail("the attention mask must be float32");
       if (m.rank() > r) fail("the attention mask has a higher rank than the scores");
-      Shape scores = q.shape();
-      scores[r - 1] = kt.dim(r - 1);
+      Shape scores = qs;
+      scores[r - 1] = ks[r - 1];
       for (size_t k = 0; k < m.rank(); ++k) {
         int64_t md = m.dim(m.rank() - 1 - k), sd = scores[r - 1 - k];
         if (md != 1 && md != sd) fail("the attention mask " + shape_str(m.shape()) + " does not broadcast to " + shape_str(scores));
       }
     }
-    Shape os = q.shape();
-    os[r - 1] = v.dim(r - 1);
-    out[0] = {DType::kFloat32, os};
+    Shape os = qs;
+    os[r - 1] = vs[r - 1];
+    out[0] = {DType::kFloat32, physical_out(os)};
   }
 
   void run(const Inputs& in, Outputs& out) override {
     const Tensor &q = *in[0], &kt = *in[1], &v = *in[2];
     const Tensor* mask = in.size() > 3 ? in[3] : nullptr;
     size_t r = q.rank();
-    int64_t sq = q.dim(r - 2), d = q.dim(r - 1), sk = kt.dim(r - 1), dv = v.dim(r - 1);
-    int64_t batch = 1;
-    for (size_t k = 0; k + 2 < r; ++k) batch *= q.dim(k);
+    View qv = view(0, q.shape()), kv = view(1, kt.shape()), vv = view(2, v.shape());
+    int64_t sq = qv.shape[r - 2], d = qv.shape[r - 1], sk = kv.shape[r - 1], dv = vv.shape[r - 1];
+    Shape os = qv.shape;
+    os[r - 1] = dv;
+    Tensor& o = *out[0];
+    // The output's logical [.., Sq, Dv] strides inside the physical (possibly transposed) result.
+    View ov;
+    {
+      std::vector<int64_t> inv(r), pst = contiguous_strides(o.shape());
+      const std::vector<int64_t>& po = perm_[3];
+      for (size_t k = 0; k < r; ++k) inv[po.empty() ? k : static_cast<size_t>(po[k])] = static_cast<int64_t>(k);
+      ov.shape = os;
+      for (size_t m = 0; m < r; ++m) ov.stride.push_back(pst[static_cast<size_t>(inv[m])]);
+    }
     std::vector<int64_t> mstride;
     if (mask) mstride = broadcast_strides(mask->shape(), r);
-    Shape batch_shape(q.shape().begin(), q.shape().end() - 2);
-    Tensor& o = *out[0];
+    Shape batch_shape(os.begin(), os.end() - 2);
+    int64_t batch = shape_numel(batch_shape);
+    // The tile kernel reads rows with unit inner stride and Kᵀ with unit key stride; other
+    // layouts are packed per (batch, head) into scratch, which stays in cache.
+    bool pack_q = qv.stride[r - 1] != 1, pack_k = kv.stride[r - 1] != 1, pack_v = vv.stride[r - 1] != 1;
+    bool pack_o = ov.stride[r - 1] != 1, pack_m = mask && mstride[r - 1] == 0 && sk > 1;
     parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> scratch(static_cast<size_t>(attention::kBlockRows * sk));
+      std::vector<float> qbuf(pack_q ? sq * d : 0), kbuf(pack_k ? d * sk : 0), vbuf(pack_v ? sk * dv : 0);
+      std::vector<float> obuf(pack_o ? sq * dv : 0), mbuf(pack_m ? sq * sk : 0);
       for (int64_t b = b0; b < b1; ++b) {
+        int64_t oq = 0, ok = 0, ovv = 0, oo = 0, om = 0, rem = b;
+        for (size_t k = batch_shape.size(); k-- > 0;) {
+          int64_t i = rem % batch_shape[k];
+          rem /= batch_shape[k];
+          oq += i * qv.stride[k], ok += i * kv.stride[k], ovv += i * vv.stride[k], oo += i * ov.stride[k];
+          if (mask) om += i * mstride[k];
+        }
         attention::Problem p{};
-        p.q = q.data<float>() + b * sq * d;
-        p.kt = kt.data<float>() + b * d * sk;
-        p.v = v.data<float>() + b * sk * dv;
-        p.out = o.data<float>() + b * sq * dv;
         p.sq = sq, p.sk = sk, p.d = d, p.dv = dv;
-        p.q_stride = d, p.kt_stride = sk, p.v_stride = dv, p.out_stride = dv;
         p.scale = scale_;
         p.causal = causal_;
+        p.q = q.data<float>() + oq, p.q_stride = qv.stride[r - 2];
+        if (pack_q) {
+          gather_block(p.q, sq, d, qv.stride[r - 2], qv.stride[r - 1], qbuf.data());
+          p.q = qbuf.data(), p.q_stride = d;
+        }
+        p.kt = kt.data<float>() + ok, p.kt_stride = kv.stride[r - 2];
+        if (pack_k) {
+          gather_block(p.kt, d, sk, kv.stride[r - 2], kv.stride[r - 1], kbuf.data());
+          p.kt = kbuf.data(), p.kt_stride = sk;
+        }
+        p.v = v.data<float>() + ovv, p.v_stride = vv.stride[r - 2];
+        if (pack_v) {
+          gather_block(p.v, sk, dv, vv.stride[r - 2], vv.stride[r - 1], vbuf.data());
+          p.v = vbuf.data(), p.v_stride = dv;
+        }
+        float* dst = o.data<float>() + oo;
+        p.out = pack_o ? obuf.data() : dst;
+        p.out_stride = pack_o ? dv : ov.stride[r - 2];
         if (mask) {
-          int64_t off = 0, rem = b;
-          for (size_t k = batch_shape.size(); k-- > 0;) {
-            off += (rem % batch_shape[k]) * mstride[k];
-            rem /= batch_shape[k];
-          }
-          p.mask = mask->data<float>() + off;
+          p.mask = mask->data<float>() + om;
           p.mask_row_stride = mstride[r - 2];
-          // A mask broadcast along keys is not a layout the row kernel reads; expand it.
-          if (mstride[r - 1] == 0 && sk > 1) fail("an attention mask broadcast along the key axis is not supported");
+          if (pack_m) {  // one value per query row, broadcast along the keys
+            for (int64_t i = 0; i < sq; ++i) std::fill_n(mbuf.data() + i * sk, sk, p.mask[i * p.mask_row_stride]);
+            p.mask = mbuf.data(), p.mask_row_stride = sk;
+          }
         }
         if (sk == 0) {
-          for (int64_t i = 0; i < sq * dv; ++i) p.out[i] = 0.f;
-          continue;
+          for (int64_t i = 0; i < sq; ++i) std::fill_n(p.out + i * p.out_stride, dv, 0.f);
+        } else {
+          attention::run_avx2(p, scratch.data());
         }
-        attention::run_avx2(p, scratch.data());
+        if (pack_o)
+          for (int64_t i = 0; i < sq; ++i)
+            for (int64_t c = 0; c < dv; ++c) dst[i * ov.stride[r - 2] + c * ov.stride[r - 1]] = obuf[i * dv + c];
       }
     });
   }
 
  private:
+  static void check_perm(const std::vector<int64_t>& perm, size_t rank) {
+    if (perm.empty()) return;
+    std::vector<bool> seen(rank, false);
+    bool ok = perm.size() == rank;
+    for (int64_t p : perm) {
+      ok = ok && p >= 0 && p < static_cast<int64_t>(rank) && !seen[static_cast<size_t>(p)];
+      if (ok) seen[static_cast<size_t>(p)] = true;
+    }
+    if (!ok) fail("an absorbed permutation does not match the rank " + std::to_string(rank));
+  }
+  View view(int i, const Shape& physical) const {
+    if (!perm_[i].empty()) return permuted(physical, perm_[i]);
+    return View{physical, contiguous_strides(physical)};
+  }
+  Shape physical_out(const Shape& logical) const {
+    if (perm_[3].empty()) return logical;
+    Shape s;
+    for (int64_t p : perm_[3]) s.push_back(logical[static_cast<size_t>(p)]);
+    return s;
+  }
+
   float scale_ = 1.f;
   bool causal_ = false;
+  std::vector<int64_t> perm_[4];  // Transposes absorbed on Q, Kᵀ, V (inputs) and on the output
 };
 
 }  // namespace
