@@ -93,7 +93,7 @@ void BM_batched_dnnl_matmul(benchmark::State& st) {
 
 BENCHMARK(BM_sgemm)->Args({1024, 1024, 1024})->Args({2048, 2048, 2048})->Args({50, 768, 3072})->Args({50, 3072, 768})->Args({50, 768, 768})
     ->UseRealTime();
-BENCHMARK(BM_packed)->Args({1024, 1024, 1024})->Args({400, 768, 3072})->Args({50, 768, 3072})->Args({50, 3072, 768})->Args({50, 768, 768})->UseRealTime();
+BENCHMARK(BM_packed)->Args({1024, 1024, 1024})->Args({400, 768, 3072})->Args({400, 768, 768})->Args({400, 768, 2304})->Args({50, 768, 2304})->Args({50, 768, 3072})->Args({50, 3072, 768})->Args({50, 768, 768})->UseRealTime();
 // CLIP ViT-B/32 text/vision heads: 12 x [50,64]x[64,50] (QK^T) and [50,50]x[50,64] (·V); BERT 128 tokens.
 #define BATCHED_ARGS ->Args({12, 50, 64, 50})->Args({12, 50, 50, 64})->Args({12, 128, 64, 128})->Args({12, 128, 128, 64})->UseRealTime()
 BENCHMARK(BM_batched_serial) BATCHED_ARGS;

@@ -14,6 +14,14 @@ struct SessionOptions {
   int threads = 0;           // 0: all cores
   int opt_level = 2;         // 0: as written; 1: folding and clean-up; 2: also fusions
   std::string profile_path;  // non-empty: write a Chrome trace here when the session ends
+  bool profile = false;      // time every node (implied by profile_path); see Session::op_times
+};
+
+// Time spent in one op type over the runs profiled so far.
+struct OpTime {
+  std::string op_type;  // "Conv", "mminfer::FusedMatMul", ...
+  double total_ms = 0;
+  int64_t calls = 0;
 };
 
 struct ValueInfo {
@@ -38,6 +46,9 @@ class Session {
   virtual const std::vector<ValueInfo>& outputs() const = 0;
   // Outputs come back in the order of outputs().
   virtual Status run(const std::vector<NamedTensor>& inputs, std::vector<Tensor>* outputs) = 0;
+  // Per-op-type totals since the last reset, slowest first (empty unless profiling is on).
+  // `reset` starts a new window, e.g. after warm-up runs.
+  virtual std::vector<OpTime> op_times(bool reset = false) = 0;
 };
 
 }  // namespace mminfer

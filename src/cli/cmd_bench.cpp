@@ -10,6 +10,7 @@
 #include "core/npy.h"
 #include "core/parallel.h"
 #include "mminfer/session.h"
+#include "runtime/profiler.h"
 
 namespace mminfer::cli {
 
@@ -33,11 +34,13 @@ double peak_rss_mb() {
 
 int cmd_bench(int argc, char** argv) {
   Args args(argc, argv, 2, {"--input", "--shape", "--runs", "--warmup", "--threads", "--int-range", "--opt-level", "--profile"},
-            {"--help", "--json"});
+            {"--help", "--json", "--op-times"});
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs(
         "usage: mminfer bench MODEL.onnx [--input NAME=F.npy | --shape NAME=1x3x224x224]... [--runs N]\n"
-        "                    [--warmup N] [--threads N] [--int-range NAME=LO:HI] [--opt-level L] [--json]\n",
+        "                    [--warmup N] [--threads N] [--int-range NAME=LO:HI] [--opt-level L] [--json]\n"
+        "                    [--op-times] [--profile TRACE.json]\n"
+        "--op-times: time per op type over the timed runs (each node timed, so totals run a little slower)\n",
         stderr);
     return args.has("--help") ? 0 : 2;
   }
@@ -45,6 +48,7 @@ int cmd_bench(int argc, char** argv) {
   opts.threads = args.get_int("--threads", 0);
   opts.opt_level = args.get_int("--opt-level", 2);
   opts.profile_path = args.get("--profile");
+  opts.profile = args.has("--op-times");
   int runs = args.get_int("--runs", 20), warmup = args.get_int("--warmup", 3);
   if (runs < 1 || warmup < 0) throw Error("--runs must be at least 1 and --warmup at least 0");
   std::unique_ptr<Session> session;
@@ -102,6 +106,7 @@ int cmd_bench(int argc, char** argv) {
     st = session->run(inputs, &outputs);
     if (!st) throw Error(st.message());
   }
+  session->op_times(true);  // warm-up runs (planning, weight packing) stay out of the breakdown
   std::vector<double> ms;
   for (int i = 0; i < runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -113,9 +118,24 @@ int cmd_bench(int argc, char** argv) {
   double median = percentile(ms, 0.5), p90 = percentile(ms, 0.9), mn = *std::min_element(ms.begin(), ms.end());
   std::printf("model: %s\nthreads: %d, runs: %d, warmup: %d\n", args.positional()[0].c_str(), num_threads(), runs, warmup);
   std::printf("median %.3f ms, p90 %.3f ms, min %.3f ms, peak RSS %.1f MiB\n", median, p90, mn, peak_rss_mb());
-  if (args.has("--json"))
-    std::printf("{\"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"runs\": %d, \"threads\": %d, \"peak_rss_mb\": %.1f}\n",
-                median, p90, mn, runs, num_threads(), peak_rss_mb());
+  std::vector<OpTime> ops = session->op_times();
+  double op_total = 0;
+  for (const OpTime& o : ops) op_total += o.total_ms;
+  if (!ops.empty()) std::printf("%-28s %10s %7s %9s\n", "op type", "ms/run", "share", "calls/run");
+  for (const OpTime& o : ops)
+    std::printf("%-28s %10.3f %6.1f%% %9.1f\n", o.op_type.c_str(), o.total_ms / runs, 100.0 * o.total_ms / std::max(op_total, 1e-9),
+                static_cast<double>(o.calls) / runs);
+  if (args.has("--json")) {
+    std::string op_json;
+    for (const OpTime& o : ops) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.4f", o.total_ms / runs);
+      op_json += (op_json.empty() ? "" : ", ") + ("\"" + runtime::json_escape(o.op_type) + "\": ") + buf;
+    }
+    std::printf("{\"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"runs\": %d, \"threads\": %d, \"peak_rss_mb\": %.1f, "
+                "\"op_ms\": {%s}}\n",
+                median, p90, mn, runs, num_threads(), peak_rss_mb(), op_json.c_str());
+  }
   return 0;
 }
 

@@ -1,6 +1,8 @@
 #include "runtime/profiler.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <fstream>
 
 #include "mminfer/status.h"
@@ -33,6 +35,20 @@ std::string json_escape(const std::string& s) {
         }
     }
   }
+  return out;
+}
+
+std::vector<Profiler::OpTotal> Profiler::totals(size_t first) const {
+  std::map<std::string, OpTotal> by_type;
+  for (size_t i = first; i < events_.size(); ++i) {
+    OpTotal& t = by_type[events_[i].op_type];
+    t.op_type = events_[i].op_type;
+    t.total_us += events_[i].duration_us;
+    ++t.calls;
+  }
+  std::vector<OpTotal> out;
+  for (auto& [k, v] : by_type) out.push_back(v);
+  std::sort(out.begin(), out.end(), [](const OpTotal& a, const OpTotal& b) { return a.total_us > b.total_us; });
   return out;
 }
 

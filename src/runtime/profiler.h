@@ -20,6 +20,13 @@ class Profiler {
   int64_t now_us() const;
   void add(TraceEvent e) { events_.push_back(std::move(e)); }
   const std::vector<TraceEvent>& events() const { return events_; }
+  // Events since `first` summed per op type, slowest first: {op type, total µs, count}.
+  struct OpTotal {
+    std::string op_type;
+    int64_t total_us = 0;
+    int64_t calls = 0;
+  };
+  std::vector<OpTotal> totals(size_t first = 0) const;
   void write_chrome_trace(const std::string& path) const;  // throws Error on I/O failure
 
  private:

@@ -42,16 +42,26 @@ class SessionImpl final : public Session {
     ctx.evaluate = runtime::evaluate_node;
     passes::optimize(model.graph, ctx);
     executor_ = std::make_unique<runtime::Executor>(std::move(model.graph));
-    if (!options.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();
+    if (options.profile || !options.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();
   }
   ~SessionImpl() override {
-    if (profiler_) {
+    if (profiler_ && !options_.profile_path.empty()) {
       try {
         profiler_->write_chrome_trace(options_.profile_path);
       } catch (const std::exception&) {
         // Nothing to report to from a destructor; the CLI writes the trace explicitly first.
       }
     }
+  }
+
+  std::vector<OpTime> op_times(bool reset) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<OpTime> out;
+    if (!profiler_) return out;
+    for (const auto& t : profiler_->totals(window_start_))
+      out.push_back({t.op_type, static_cast<double>(t.total_us) / 1000.0, t.calls});
+    if (reset) window_start_ = profiler_->events().size();
+    return out;
   }
 
   const std::vector<ValueInfo>& inputs() const override { return inputs_; }
@@ -117,6 +127,7 @@ class SessionImpl final : public Session {
   std::vector<ValueInfo> inputs_, outputs_;
   std::unique_ptr<runtime::Executor> executor_;
   std::unique_ptr<runtime::Profiler> profiler_;
+  size_t window_start_ = 0;  // first profiler event counted by op_times
   std::mutex mutex_;
 };
 

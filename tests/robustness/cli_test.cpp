@@ -153,6 +153,19 @@ TEST_F(Cli, ExternalDataOutsideTheFolder) {
   expect_clean_failure(run_cli("inspect " + quote(dir_.file("ext.onnx")), dir_), "etc/hostname", "external data outside");
 }
 
+TEST_F(Cli, BenchReportsTimePerOpType) {
+  std::string out_path = dir_.file("bench.txt");
+  std::string cmd = "'" + std::string(MMINFER_CLI) + "' bench " + quote(model_) +
+                    " --runs 2 --warmup 1 --opt-level 0 --op-times --json >" + quote(out_path) + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(out_path);
+  std::string out = read_file(out_path);
+  std::string json = out.substr(out.rfind("{\"median_ms\""));
+  size_t ops = json.find("\"op_ms\": {");
+  ASSERT_NE(ops, std::string::npos) << out;
+  EXPECT_NE(json.find("\"MatMul\": ", ops), std::string::npos) << out;
+  EXPECT_NE(out.find("calls/run"), std::string::npos) << out;
+}
+
 TEST_F(Cli, GoodRunSucceedsOrFailsCleanly) {
   CliResult r = run_cli("run " + quote(model_) + " --input x=" + quote(good_npy_) + " --output-dir " + quote(dir_.file("out")), dir_);
   if (r.exit_code != 0) expect_clean_failure(r, "", "good run");
