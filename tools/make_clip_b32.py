@@ -9,6 +9,8 @@ OUT defaults to models/clip-b32 and receives, at opset 17 with a dynamic batch a
                 (patch 32, width 768, 12 layers, 12 heads, QuickGELU)
   text.onnx     input_ids, attention_mask [B, 77] int64 -> last_hidden_state [B, 77, 512], text_embeds [B, 512]
                 (vocab 49408, width 512, 12 layers, 8 heads, causal mask, EOT pooling)
+  pair.onnx     both towers in one graph (outputs prefixed vision/ and text/): two independent
+                branches, for measuring branch concurrency
   inputs/pixel_values.npy, inputs/input_ids.npy, inputs/attention_mask.npy   sample batch-1 inputs
 """
 import argparse
@@ -24,7 +26,10 @@ def main():
     p.add_argument("--force", action="store_true", help="export even when both files exist")
     args = p.parse_args()
     vision_path, text_path = os.path.join(args.out, "vision.onnx"), os.path.join(args.out, "text.onnx")
+    pair_path = os.path.join(args.out, "pair.onnx")
     if not args.force and os.path.isfile(vision_path) and os.path.isfile(text_path):
+        if not os.path.isfile(pair_path):
+            write_pair(vision_path, text_path, pair_path)
         print(f"{args.out} already holds vision.onnx and text.onnx (use --force to export again)")
         return 0
 
@@ -62,7 +67,21 @@ def main():
     np.save(os.path.join(args.out, "inputs", "input_ids.npy"), ids.numpy())
     np.save(os.path.join(args.out, "inputs", "attention_mask.npy"), mask.numpy())
     print(f"wrote {text_path}")
+    write_pair(vision_path, text_path, pair_path)
     return 0
+
+
+def write_pair(vision_path, text_path, pair_path):
+    import onnx
+    from onnx import compose
+
+    towers = []
+    for prefix, path in (("vision/", vision_path), ("text/", text_path)):
+        # Inputs keep their names (they differ already); everything else gets the tower's prefix.
+        towers.append(compose.add_prefix(onnx.load(path), prefix, rename_inputs=False))
+    pair = compose.merge_models(towers[0], towers[1], io_map=[])
+    onnx.save(pair, pair_path)
+    print(f"wrote {pair_path}")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,16 @@
 
 namespace mminfer {
 
+// Independent branches of one graph (two towers, say): run one after another, at once (one
+// thread each), or whichever the first runs of each input shape measure as faster.
+enum class InterOp { kAuto, kOff, kOn };
+
 struct SessionOptions {
   int threads = 0;           // 0: all cores
   int opt_level = 2;         // 0: as written; 1: folding and clean-up; 2: also fusions
   std::string profile_path;  // non-empty: write a Chrome trace here when the session ends
   bool profile = false;      // time every node (implied by profile_path); see Session::op_times
+  InterOp inter_op = InterOp::kAuto;  // profiled runs always go one node at a time
 };
 
 // Time spent in one op type over the runs profiled so far.

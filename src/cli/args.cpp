@@ -65,4 +65,12 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
+InterOp inter_op_flag(const Args& args) {
+  std::string v = args.get("--inter-op", "auto");
+  if (v == "auto") return InterOp::kAuto;
+  if (v == "off") return InterOp::kOff;
+  if (v == "on") return InterOp::kOn;
+  throw Error("--inter-op expects auto, off or on, got '" + v + "'");
+}
+
 }  // namespace mminfer::cli

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "mminfer/session.h"
+
 namespace mminfer::cli {
 
 class Args {
@@ -23,6 +25,9 @@ class Args {
   std::set<std::string> bools_;
   std::vector<std::string> positional_;
 };
+
+// --inter-op auto|off|on (auto when absent); throws Error on anything else.
+InterOp inter_op_flag(const Args& args);
 
 // Splits "NAME=VALUE" at the last '=' (names may contain '=' rarely; paths rarely do).
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& flag);

@@ -33,13 +33,13 @@ double peak_rss_mb() {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--input", "--shape", "--runs", "--warmup", "--threads", "--int-range", "--opt-level", "--profile"},
+  Args args(argc, argv, 2, {"--input", "--shape", "--runs", "--warmup", "--threads", "--int-range", "--opt-level", "--profile", "--inter-op"},
             {"--help", "--json", "--op-times"});
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs(
         "usage: mminfer bench MODEL.onnx [--input NAME=F.npy | --shape NAME=1x3x224x224]... [--runs N]\n"
         "                    [--warmup N] [--threads N] [--int-range NAME=LO:HI] [--opt-level L] [--json]\n"
-        "                    [--op-times] [--profile TRACE.json]\n"
+        "                    [--op-times] [--profile TRACE.json] [--inter-op auto|off|on]\n"
         "--op-times: time per op type over the timed runs (each node timed, so totals run a little slower)\n",
         stderr);
     return args.has("--help") ? 0 : 2;
@@ -47,6 +47,7 @@ int cmd_bench(int argc, char** argv) {
   SessionOptions opts;
   opts.threads = args.get_int("--threads", 0);
   opts.opt_level = args.get_int("--opt-level", 2);
+  opts.inter_op = inter_op_flag(args);
   opts.profile_path = args.get("--profile");
   opts.profile = args.has("--op-times");
   int runs = args.get_int("--runs", 20), warmup = args.get_int("--warmup", 3);

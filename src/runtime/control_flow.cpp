@@ -47,7 +47,7 @@ std::map<std::string, Body> load_bodies(const KernelSpec& spec) {
     b.capture_begin = next;
     b.capture_count = g.captures.size();
     next += b.capture_count;
-    b.exec = std::make_unique<Executor>(g);
+    b.exec = std::make_unique<Executor>(g, InterOp::kOff);  // bodies run many times; keep them simple
     bodies[name] = std::move(b);
   }
   return bodies;

@@ -1,8 +1,11 @@
 #include "runtime/executor.h"
 
+#include <chrono>
 #include <climits>
+#include <exception>
 #include <cstdlib>
 
+#include "core/parallel.h"
 #include "runtime/node_kernel.h"
 #include "runtime/control_flow.h"
 #include "runtime/memory_plan.h"
@@ -11,9 +14,10 @@ namespace mminfer::runtime {
 
 using kernels::TensorDesc;
 
-Executor::Executor(ir::Graph graph) : graph_(std::move(graph)) {
+Executor::Executor(ir::Graph graph, InterOp inter_op) : graph_(std::move(graph)), inter_op_(inter_op) {
   register_control_flow();
   std::vector<int> order = graph_.topological_order();
+  branches_ = find_branches(graph_, order);
   for (int ni : order) {
     const ir::Node& node = graph_.nodes[ni];
     Step step;
@@ -109,7 +113,7 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
         }
       }
       request_of[o] = static_cast<int>(requests.size());
-      requests.push_back({bytes, static_cast<int>(s), lu});
+      requests.push_back({bytes, static_cast<int>(s), lu, branches_.branch_of_step[s]});
     }
   }
   MemoryPlan mp = plan_memory(requests);
@@ -158,90 +162,112 @@ constexpr size_t kMaxFrozenBytes = size_t(1) << 20;
 }  // namespace
 
 void Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler) {
-  char* arena = plan && plan->arena ? static_cast<char*>(plan->arena.get()) : nullptr;
-  kernels::Inputs in;
-  kernels::Outputs out;
-  std::vector<TensorDesc> descs;
-  std::vector<Tensor> scratch;  // one per omitted optional output, so their shapes never collide
   if (plan)
     for (const auto& [v, t] : plan->frozen) values[v] = t;
-  for (size_t si = 0; si < steps_.size(); ++si) {
-    Step& st = steps_[si];
-    const ir::Node& node = graph_.nodes[st.node];
-    if (plan && plan->skip[si]) {
-      for (int v : st.release) values[v] = Tensor();
-      continue;
-    }
-    in.clear();
-    for (int v : st.inputs) in.push_back(v >= 0 ? &values[v] : nullptr);
-    out.assign(st.outputs.size(), nullptr);
-    if (scratch.size() < st.outputs.size()) scratch.resize(st.outputs.size());
-    for (size_t i = 0; i < st.outputs.size(); ++i) out[i] = st.outputs[i] >= 0 ? &values[st.outputs[i]] : &scratch[i];
-    int64_t t0 = profiler ? profiler->now_us() : 0;
+  StepScratch scratch;
+  for (size_t si = 0; si < steps_.size(); ++si) run_step(si, values, plan, record, profiler, scratch);
+}
+
+void Executor::execute_branches(std::vector<Tensor>& values, const ShapePlan& plan) {
+  for (const auto& [v, t] : plan.frozen) values[v] = t;
+  int n = static_cast<int>(branches_.steps.size());
+  std::vector<std::exception_ptr> failure(static_cast<size_t>(n));
+  // Inside this region kernels see omp_in_parallel() and run single-threaded (oneDNN too).
+#pragma omp parallel for num_threads(std::min(n, num_threads())) schedule(static, 1)
+  for (int b = 0; b < n; ++b) {
     try {
-      for (size_t i = 0; i < in.size(); ++i)
-        if (in[i] && !in[i]->defined())
-          throw Error("input " + std::to_string(i) + " ('" + graph_.values[st.inputs[i]].name + "') has no value");
-      bool aliased_only = false;
-      if (st.kernel->outputs_need_run()) {
-        for (Tensor* t : out) *t = Tensor();
-        st.kernel->run(in, out);
-      } else {
-        descs.assign(st.outputs.size(), TensorDesc{});
-        st.kernel->infer(in, descs);
-        aliased_only = true;
-        for (size_t i = 0; i < st.outputs.size(); ++i) {
-          const TensorDesc& d = descs[i];
-          int o = st.outputs[i];
-          int a = st.kernel->alias_input(static_cast<int>(i));
-          if (a >= 0 && in[a] && !(o >= 0 && graph_.values[o].is_graph_output)) {
-            if (shape_numel(d.shape) * dtype_size(d.dtype) != in[a]->nbytes())
-              throw Error("reinterpreting " + shape_str(in[a]->shape()) + " as " + shape_str(d.shape) + " changes the element count");
-            *out[i] = Tensor::alias(*in[a], d.dtype, d.shape, const_cast<void*>(in[a]->raw()));
-            continue;
-          }
-          if (a >= 0 && in[a]) {  // a graph output must own its bytes: copy
-            *out[i] = Tensor::alias(*in[a], d.dtype, d.shape, const_cast<void*>(in[a]->raw())).clone();
-            continue;
-          }
-          aliased_only = false;
-          if (o >= 0 && plan && plan->offset[o] >= 0 && plan->descs[o].dtype == d.dtype && plan->descs[o].shape == d.shape) {
-            *out[i] = Tensor::view(d.dtype, d.shape, arena + plan->offset[o]);
-          } else {
-            *out[i] = Tensor::empty(d.dtype, d.shape);
-          }
-        }
-        if (!aliased_only) st.kernel->run(in, out);
-      }
-    } catch (const Error& e) {
-      throw Error("node '" + graph_.label(node) + "' (" + node.op_type + "): " + e.what());
-    } catch (const std::bad_alloc&) {
-      throw Error("node '" + graph_.label(node) + "' (" + node.op_type + "): out of memory");
+      StepScratch scratch;
+      for (int si : branches_.steps[static_cast<size_t>(b)]) run_step(static_cast<size_t>(si), values, &plan, nullptr, nullptr, scratch);
+    } catch (...) {
+      failure[static_cast<size_t>(b)] = std::current_exception();
     }
-    if (profiler) {
-      TraceEvent e;
-      e.name = graph_.label(node);
-      e.op_type = node.op_type;
-      e.shapes = describe_shapes(in, out);
-      e.start_us = t0;
-      e.duration_us = profiler->now_us() - t0;
-      profiler->add(std::move(e));
-    }
-    if (record) {
-      bool shape_only = !never_freeze(node);
-      if (!reads_only_shape(node))
-        for (int v : st.inputs) shape_only = shape_only && (v < 0 || record->shape_only[v]);
-      for (int o : st.outputs) {
-        if (o < 0) continue;
-        record->descs[o] = TensorDesc{values[o].dtype(), values[o].shape()};
-        if (shape_only && values[o].nbytes() <= kMaxFrozenBytes) {
-          record->shape_only[o] = true;
-          record->values[o] = values[o].clone();
-        }
-      }
-    }
-    for (int v : st.release) values[v] = Tensor();
   }
+  for (auto& f : failure)
+    if (f) std::rethrow_exception(f);
+}
+
+void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan* plan, Recording* record,
+                        Profiler* profiler, StepScratch& s) {
+  char* arena = plan && plan->arena ? static_cast<char*>(plan->arena.get()) : nullptr;
+  kernels::Inputs& in = s.in;
+  kernels::Outputs& out = s.out;
+  std::vector<TensorDesc>& descs = s.descs;
+  std::vector<Tensor>& scratch = s.omitted;
+  Step& st = steps_[si];
+  const ir::Node& node = graph_.nodes[st.node];
+  if (plan && plan->skip[si]) {
+    for (int v : st.release) values[v] = Tensor();
+    return;
+  }
+  in.clear();
+  for (int v : st.inputs) in.push_back(v >= 0 ? &values[v] : nullptr);
+  out.assign(st.outputs.size(), nullptr);
+  if (scratch.size() < st.outputs.size()) scratch.resize(st.outputs.size());
+  for (size_t i = 0; i < st.outputs.size(); ++i) out[i] = st.outputs[i] >= 0 ? &values[st.outputs[i]] : &scratch[i];
+  int64_t t0 = profiler ? profiler->now_us() : 0;
+  try {
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in[i] && !in[i]->defined())
+        throw Error("input " + std::to_string(i) + " ('" + graph_.values[st.inputs[i]].name + "') has no value");
+    bool aliased_only = false;
+    if (st.kernel->outputs_need_run()) {
+      for (Tensor* t : out) *t = Tensor();
+      st.kernel->run(in, out);
+    } else {
+      descs.assign(st.outputs.size(), TensorDesc{});
+      st.kernel->infer(in, descs);
+      aliased_only = true;
+      for (size_t i = 0; i < st.outputs.size(); ++i) {
+        const TensorDesc& d = descs[i];
+        int o = st.outputs[i];
+        int a = st.kernel->alias_input(static_cast<int>(i));
+        if (a >= 0 && in[a] && !(o >= 0 && graph_.values[o].is_graph_output)) {
+          if (shape_numel(d.shape) * dtype_size(d.dtype) != in[a]->nbytes())
+            throw Error("reinterpreting " + shape_str(in[a]->shape()) + " as " + shape_str(d.shape) + " changes the element count");
+          *out[i] = Tensor::alias(*in[a], d.dtype, d.shape, const_cast<void*>(in[a]->raw()));
+          continue;
+        }
+        if (a >= 0 && in[a]) {  // a graph output must own its bytes: copy
+          *out[i] = Tensor::alias(*in[a], d.dtype, d.shape, const_cast<void*>(in[a]->raw())).clone();
+          continue;
+        }
+        aliased_only = false;
+        if (o >= 0 && plan && plan->offset[o] >= 0 && plan->descs[o].dtype == d.dtype && plan->descs[o].shape == d.shape) {
+          *out[i] = Tensor::view(d.dtype, d.shape, arena + plan->offset[o]);
+        } else {
+          *out[i] = Tensor::empty(d.dtype, d.shape);
+        }
+      }
+      if (!aliased_only) st.kernel->run(in, out);
+    }
+  } catch (const Error& e) {
+    throw Error("node '" + graph_.label(node) + "' (" + node.op_type + "): " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw Error("node '" + graph_.label(node) + "' (" + node.op_type + "): out of memory");
+  }
+  if (profiler) {
+    TraceEvent e;
+    e.name = graph_.label(node);
+    e.op_type = node.op_type;
+    e.shapes = describe_shapes(in, out);
+    e.start_us = t0;
+    e.duration_us = profiler->now_us() - t0;
+    profiler->add(std::move(e));
+  }
+  if (record) {
+    bool shape_only = !never_freeze(node);
+    if (!reads_only_shape(node))
+      for (int v : st.inputs) shape_only = shape_only && (v < 0 || record->shape_only[v]);
+    for (int o : st.outputs) {
+      if (o < 0) continue;
+      record->descs[o] = TensorDesc{values[o].dtype(), values[o].shape()};
+      if (shape_only && values[o].nbytes() <= kMaxFrozenBytes) {
+        record->shape_only[o] = true;
+        record->values[o] = values[o].clone();
+      }
+    }
+  }
+  for (int v : st.release) values[v] = Tensor();
 }
 
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* profiler) {
@@ -271,7 +297,17 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     if (plans_.size() >= 16) plans_.erase(plans_.begin());
     plans_[signature] = std::make_unique<ShapePlan>(build_plan(record));
   } else {
-    execute(values, it->second.get(), nullptr, profiler);
+    ShapePlan& plan = *it->second;
+    bool branches = branches_.worth_trying() && !profiler && inter_op_ != InterOp::kOff && num_threads() > 1;
+    bool concurrent = branches && (inter_op_ == InterOp::kOn ||
+                                   (plan.tuner.decided() ? plan.tuner.concurrent() : plan.tuner.next_is_concurrent()));
+    auto t0 = std::chrono::steady_clock::now();
+    if (concurrent)
+      execute_branches(values, plan);
+    else
+      execute(values, &plan, nullptr, profiler);
+    if (branches && inter_op_ == InterOp::kAuto && !plan.tuner.decided())
+      plan.tuner.record(concurrent, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::vector<Tensor> outputs;
   for (int o : graph_.outputs) outputs.push_back(values[o]);

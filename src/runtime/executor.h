@@ -7,6 +7,8 @@
 
 #include "ir/graph.h"
 #include "kernels/cpu/kernel.h"
+#include "mminfer/session.h"
+#include "runtime/branches.h"
 #include "runtime/profiler.h"
 
 namespace mminfer::runtime {
@@ -14,7 +16,7 @@ namespace mminfer::runtime {
 class Executor {
  public:
   // Creates every kernel now, so unsupported ops and dtypes fail at load time.
-  explicit Executor(ir::Graph graph);
+  explicit Executor(ir::Graph graph, InterOp inter_op = InterOp::kAuto);
   ~Executor();
 
   const ir::Graph& graph() const { return graph_; }
@@ -43,16 +45,30 @@ class Executor {
     std::vector<int64_t> offset;             // per value; -1: not in the arena
     size_t arena_bytes = 0;
     std::shared_ptr<void> arena;
+    BranchTuner tuner;  // sequential or concurrent branches, for this signature
+  };
+  // Per-thread buffers reused from step to step.
+  struct StepScratch {
+    kernels::Inputs in;
+    kernels::Outputs out;
+    std::vector<kernels::TensorDesc> descs;
+    std::vector<Tensor> omitted;  // one per omitted optional output, so their shapes never collide
   };
 
   ShapePlan build_plan(Recording& rec) const;
   void execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler);
+  // Runs each branch on its own thread; the plan keeps their buffers apart.
+  void execute_branches(std::vector<Tensor>& values, const ShapePlan& plan);
+  void run_step(size_t si, std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler,
+                StepScratch& s);
 
   ir::Graph graph_;
   std::vector<Step> steps_;
   std::vector<int> last_use_;  // per value: step index of last read; INT_MAX for graph outputs
   std::map<std::vector<int64_t>, std::unique_ptr<ShapePlan>> plans_;
   std::vector<Tensor> values_;  // reused between runs
+  InterOp inter_op_;
+  Branches branches_;
 };
 
 }  // namespace mminfer::runtime

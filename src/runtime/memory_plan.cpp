@@ -14,7 +14,7 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, size_t alignm
                    [&](size_t a, size_t b) { return requests[a].bytes > requests[b].bytes; });
   struct Placed {
     size_t offset, end;
-    int first, last;
+    int first, last, group;
   };
   std::vector<Placed> placed;
   for (size_t idx : order) {
@@ -24,7 +24,7 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, size_t alignm
     // Gather the memory ranges of buffers alive at the same time, sorted by offset.
     std::vector<std::pair<size_t, size_t>> busy;
     for (const Placed& p : placed)
-      if (!(p.last < r.first_step || r.last_step < p.first)) busy.push_back({p.offset, p.end});
+      if (p.group != r.group || !(p.last < r.first_step || r.last_step < p.first)) busy.push_back({p.offset, p.end});
     std::sort(busy.begin(), busy.end());
     size_t offset = 0;
     for (auto& [lo, hi] : busy) {
@@ -32,7 +32,7 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, size_t alignm
       offset = std::max(offset, hi);
     }
     plan.offsets[idx] = offset;
-    placed.push_back({offset, offset + size, r.first_step, r.last_step});
+    placed.push_back({offset, offset + size, r.first_step, r.last_step, r.group});
     plan.total_bytes = std::max(plan.total_bytes, offset + size);
   }
   return plan;

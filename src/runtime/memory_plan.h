@@ -11,6 +11,7 @@ struct BufferRequest {
   size_t bytes = 0;
   int first_step = 0;  // written here
   int last_step = 0;   // last read here (inclusive)
+  int group = 0;       // buffers of different groups never share bytes (branches run at once)
 };
 
 struct MemoryPlan {

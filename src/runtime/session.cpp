@@ -41,7 +41,7 @@ class SessionImpl final : public Session {
     ctx.opt_level = options.opt_level;
     ctx.evaluate = runtime::evaluate_node;
     passes::optimize(model.graph, ctx);
-    executor_ = std::make_unique<runtime::Executor>(std::move(model.graph));
+    executor_ = std::make_unique<runtime::Executor>(std::move(model.graph), options.inter_op);
     if (options.profile || !options.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();
   }
   ~SessionImpl() override {

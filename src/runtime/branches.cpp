@@ -1,0 +1,73 @@
+#include "runtime/branches.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace mminfer::runtime {
+
+namespace {
+
+int find_root(std::vector<int>& parent, int x) {
+  while (parent[x] != x) x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+bool heavy(const ir::Node& n) {
+  static const char* kOps[] = {"MatMul", "Gemm", "Conv", "ConvTranspose", "FusedMatMul", "FusedConv", "Attention",
+                               "Einsum", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "LSTM", "GRU", "RNN"};
+  for (const char* op : kOps)
+    if (n.op_type == op) return true;
+  return false;
+}
+
+}  // namespace
+
+Branches find_branches(const ir::Graph& g, const std::vector<int>& order) {
+  size_t n = order.size();
+  std::vector<int> parent(n);
+  std::iota(parent.begin(), parent.end(), 0);
+  std::vector<int> step_of_producer(g.values.size(), -1);
+  for (size_t s = 0; s < n; ++s)
+    for (int o : g.nodes[order[s]].outputs)
+      if (o >= 0) step_of_producer[o] = static_cast<int>(s);
+  for (size_t s = 0; s < n; ++s)
+    for (int v : g.nodes[order[s]].inputs) {
+      if (v < 0 || step_of_producer[v] < 0) continue;  // graph inputs and constants link nothing
+      int a = find_root(parent, static_cast<int>(s)), b = find_root(parent, step_of_producer[v]);
+      if (a != b) parent[a] = b;
+    }
+  // Number the heavy components in order of first appearance; light ones go to branch 0.
+  std::vector<int> branch_of_root(n, -1);
+  std::vector<bool> root_heavy(n, false);
+  for (size_t s = 0; s < n; ++s)
+    if (heavy(g.nodes[order[s]])) root_heavy[find_root(parent, static_cast<int>(s))] = true;
+  Branches b;
+  b.branch_of_step.assign(n, 0);
+  for (size_t s = 0; s < n; ++s) {
+    int r = find_root(parent, static_cast<int>(s));
+    if (root_heavy[r] && branch_of_root[r] < 0) branch_of_root[r] = static_cast<int>(b.steps.size()), b.steps.emplace_back();
+  }
+  if (b.steps.empty()) b.steps.emplace_back();
+  for (size_t s = 0; s < n; ++s) {
+    int r = find_root(parent, static_cast<int>(s));
+    int br = root_heavy[r] ? branch_of_root[r] : 0;
+    b.branch_of_step[s] = br;
+    b.steps[br].push_back(static_cast<int>(s));
+  }
+  return b;
+}
+
+void BranchTuner::record(bool concurrent, double ms) {
+  if (decided_) return;
+  (concurrent ? concurrent_times_ : sequential_times_).push_back(ms);
+  if (sequential_times_.size() < kTrials || concurrent_times_.size() < kTrials) return;
+  // Best of each: on a shared machine noise only adds time. Concurrency must win clearly, since
+  // one thread per branch gives up intra-op parallelism and a wrong pick sticks.
+  double seq = *std::min_element(sequential_times_.begin(), sequential_times_.end());
+  double conc = *std::min_element(concurrent_times_.begin(), concurrent_times_.end());
+  concurrent_ = conc < 0.93 * seq;
+  decided_ = true;
+}
+
+}  // namespace mminfer::runtime
