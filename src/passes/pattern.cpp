@@ -1,5 +1,7 @@
 #include "passes/pattern.h"
 
+#include <algorithm>
+
 #include "core/half.h"
 
 namespace mminfer::passes {
@@ -43,6 +45,31 @@ std::optional<float> scalar_constant(const ir::Graph& g, int value) {
   }
 }
 
+std::optional<std::vector<int64_t>> int_constant(const ir::Graph& g, int value) {
+  if (value < 0 || !g.values[value].is_constant) return std::nullopt;
+  const Tensor& t = g.values[value].constant;
+  std::vector<int64_t> out(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::kInt64) std::copy(t.data<int64_t>(), t.data<int64_t>() + out.size(), out.begin());
+  else if (t.dtype() == DType::kInt32) std::copy(t.data<int32_t>(), t.data<int32_t>() + out.size(), out.begin());
+  else return std::nullopt;
+  return out;
+}
+
+std::optional<int64_t> int_attr(const ir::Node& n, const std::string& name, int64_t fallback) {
+  try {
+    return n.attrs.get_int(name, fallback);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<std::vector<int64_t>> ints_attr(const ir::Node& n, const std::string& name) {
+  auto it = n.attrs.all().find(name);
+  if (it == n.attrs.all().end()) return std::nullopt;
+  if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+  return std::nullopt;
+}
+
 namespace {
 // Where shape inference gave up (shapes computed at run time), the rank often still follows
 // from the producer: a Transpose's perm, or an op that keeps its input's rank.
@@ -53,7 +80,10 @@ int rank_from_producer(const ir::Graph& g, int value, int depth) {
   if (depth > 8 || v.producer < 0) return -1;
   const ir::Node& n = g.nodes[v.producer];
   if (!n.domain.empty() || n.inputs.empty()) return -1;
-  if (n.op_type == "Transpose" && n.attrs.has("perm")) return static_cast<int>(n.attrs.get_ints("perm").size());
+  if (n.op_type == "Transpose" && n.attrs.has("perm")) {
+    auto perm = ints_attr(n, "perm");
+    return perm ? static_cast<int>(perm->size()) : -1;
+  }
   if (n.op_type == "Softmax" || n.op_type == "Relu" || n.op_type == "Sigmoid" || n.op_type == "Erf" || n.op_type == "Cast")
     return rank_from_producer(g, n.inputs[0], depth + 1);
   if (n.op_type == "Mul" || n.op_type == "Div" || n.op_type == "Add" || n.op_type == "Sub") {

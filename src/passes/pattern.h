@@ -24,6 +24,12 @@ class UseCounts {
 bool is_op(const ir::Node& n, const char* op);  // default ONNX domain
 // The value of a constant with exactly one element, as float.
 std::optional<float> scalar_constant(const ir::Graph& g, int value);
+// The elements of an int32/int64 constant, flattened; nullopt when `value` is not one.
+std::optional<std::vector<int64_t>> int_constant(const ir::Graph& g, int value);
+// An int attribute (`fallback` when absent); nullopt when it holds another type (a malformed file).
+std::optional<int64_t> int_attr(const ir::Node& n, const std::string& name, int64_t fallback);
+// An ints attribute; nullopt when absent or of another type.
+std::optional<std::vector<int64_t>> ints_attr(const ir::Node& n, const std::string& name);
 // Rank from shape inference, or -1 when unknown.
 int known_rank(const ir::Graph& g, int value);
 // Marks `old_nodes` removed, appends `fused` in their place and refreshes producers.
