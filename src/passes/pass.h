@@ -26,6 +26,8 @@ struct Pass {
 
 // Passes by name, each in its own file.
 bool remove_identity(ir::Graph& g, const PassContext& ctx);
+bool cancel_transpose_reshape(ir::Graph& g, const PassContext& ctx);
+bool fold_shape_arithmetic(ir::Graph& g, const PassContext& ctx);
 bool fold_constants(ir::Graph& g, const PassContext& ctx);
 bool eliminate_dead_nodes(ir::Graph& g, const PassContext& ctx);
 bool fuse_attention(ir::Graph& g, const PassContext& ctx);

@@ -21,6 +21,8 @@ void replace_uses(ir::Graph& g, int from, int to) {
 PassReport optimize(ir::Graph& g, const PassContext& ctx) {
   static const std::vector<Pass> kPasses = {
       {"remove_identity", 1, remove_identity},
+      {"cancel_transpose_reshape", 1, cancel_transpose_reshape},
+      {"fold_shape_arithmetic", 1, fold_shape_arithmetic},  // before fold_constants, which folds what follows
       {"fold_constants", 1, fold_constants},
       {"eliminate_dead_nodes", 1, eliminate_dead_nodes},
       {"fold_conv_batchnorm", 2, fold_conv_batchnorm},
