@@ -31,6 +31,7 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
       {"fuse_attention", 2, fuse_attention},
       {"absorb_attention_transposes", 2, absorb_attention_transposes},
       {"fuse_matmul_bias", 2, fuse_matmul_bias},
+      {"pack_qkv_projections", 2, pack_qkv_projections},
       {"fuse_conv_activation", 2, fuse_conv_activation},
   };
   PassReport report;

@@ -114,6 +114,62 @@ TEST(FusionPasses, AttentionAbsorbsHeadTransposes) {
   }
 }
 
+// Self-attention as exporters write it: three biased projections of one input, each reshaped
+// into heads by a target computed from its own Shape. The projections become one GEMM and the
+// Attention node reads Q, K and V out of its output; answers unchanged at two batch sizes.
+TEST(FusionPasses, QkvProjectionsPackIntoOneGemm) {
+  GraphBuilder b;
+  const int64_t heads = 2, depth = 4, width = heads * depth;
+  int x = b.input("x", {3, 5, 6});
+  auto ints_tensor = [&](const std::string& name, std::vector<int64_t> v) {
+    Tensor t = Tensor::empty(DType::kInt64, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+    return b.constant(name, t);
+  };
+  auto heads_of = [&](int y, const std::string& tag) {  // Reshape(y, [B, S, heads, depth]) as exported
+    int shape = b.node("Shape", {y});
+    Attributes ax0;
+    ax0.set("axis", int64_t(0));
+    int bdim = b.node("Unsqueeze", {b.node("Gather", {shape, b.constant(tag + "i0", Tensor::empty(DType::kInt64, {}))}, ax0),
+                                    ints_tensor(tag + "a0", {0})});
+    Tensor one = Tensor::empty(DType::kInt64, {});
+    *one.data<int64_t>() = 1;
+    int sdim = b.node("Unsqueeze", {b.node("Gather", {shape, b.constant(tag + "i1", one)}, ax0), ints_tensor(tag + "a1", {0})});
+    Attributes cat;
+    cat.set("axis", int64_t(0));
+    int target = b.node("Concat", {bdim, sdim, ints_tensor(tag + "hd", {heads, depth})}, cat);
+    return b.node("Reshape", {y, target}, {}, 4);
+  };
+  int proj[3];
+  for (int i = 0; i < 3; ++i) {
+    std::string tag = std::string(1, "qkv"[i]);
+    int y = b.node("MatMul", {x, b.random("w" + tag, {6, width}, 50 + i)}, {}, 3);
+    y = b.node("Add", {y, b.random("b" + tag, {width}, 60 + i)}, {}, 3);
+    proj[i] = heads_of(y, tag);
+  }
+  int q = b.node("Transpose", {proj[0]}, ints("perm", {0, 2, 1, 3}), 4);
+  int kt = b.node("Transpose", {proj[1]}, ints("perm", {0, 2, 3, 1}), 4);
+  int v = b.node("Transpose", {proj[2]}, ints("perm", {0, 2, 1, 3}), 4);
+  int s = b.node("Mul", {b.node("MatMul", {q, kt}, {}, 4), b.scalar("scale", 0.5f)}, {}, 4);
+  Attributes ax;
+  ax.set("axis", int64_t(-1));
+  int o = b.node("MatMul", {b.node("Softmax", {s}, ax, 4), v}, {}, 4);
+  b.output(b.node("Transpose", {o}, ints("perm", {0, 2, 1, 3}), 4));
+  b.g.values[x].dims = {-1, 5, 6};  // a symbolic batch: nothing may fold it
+  for (int64_t batch : {3, 1})
+    expect_same(b.g, {GraphBuilder::random_tensor({batch, 5, 6}, 70)}, "Attention", 1e-4f);
+  ir::Graph opt = b.g;
+  passes::PassContext ctx;
+  ctx.opt_level = 2;
+  ctx.evaluate = runtime::evaluate_node;
+  passes::optimize(opt, ctx);
+  EXPECT_EQ(count_op(opt, "FusedMatMul"), 1);
+  for (auto& n : opt.nodes) {
+    if (n.op_type != "Attention") continue;
+    EXPECT_EQ(n.attrs.get_ints("packed"), (std::vector<int64_t>{width, width, width}));
+  }
+}
+
 TEST(FusionPasses, DecomposedLayerNorm) {
   GraphBuilder b(14);
   int x = b.input("x", {3, 13, 24});

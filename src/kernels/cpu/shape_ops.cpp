@@ -5,13 +5,12 @@
 
 #include "kernels/cpu/numeric_visit.h"
 #include "kernels/cpu/registry.h"
+#include "kernels/cpu/reshape_target.h"
 
 namespace mminfer::kernels {
 
 void register_transpose_ops(Registry& r);  // transpose.cpp
 void register_expand_tile(Registry& r);    // expand_tile.cpp
-
-namespace {
 
 // Reshape's target rules: 0 copies the input dim (unless allowzero), one -1 is inferred.
 Shape reshape_target(const Shape& in, const std::vector<int64_t>& target, bool allowzero) {
@@ -47,6 +46,8 @@ Shape reshape_target(const Shape& in, const std::vector<int64_t>& target, bool a
   }
   return out;
 }
+
+namespace {
 
 // Base for kernels whose first output is the first input with another shape.
 class AliasKernel : public Kernel {
