@@ -303,7 +303,7 @@ LoadedModel load_model_unchecked(const std::string& bytes, const std::string& ba
   }
   if (checked) {
     try {
-      onnx::ShapeInferenceOptions opts{false, 0, false};
+      onnx::ShapeInferenceOptions opts{false, 0, true};
       onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), opts);
     } catch (const std::exception& e) {
       std::string msg = e.what();
