@@ -87,12 +87,29 @@ int rank_from_producer(const ir::Graph& g, int value, int depth) {
   if (n.op_type == "Softmax" || n.op_type == "Relu" || n.op_type == "Sigmoid" || n.op_type == "Erf" || n.op_type == "Cast")
     return rank_from_producer(g, n.inputs[0], depth + 1);
   if (n.op_type == "Mul" || n.op_type == "Div" || n.op_type == "Add" || n.op_type == "Sub") {
-    // With one scalar constant operand the result has the other operand's rank.
+    // With a constant operand the result has the larger of the two ranks.
     for (int k = 0; k < 2 && n.inputs.size() == 2; ++k) {
       const ir::Value& c = g.values[n.inputs[k]];
-      if (c.is_constant && c.constant.rank() == 0) return rank_from_producer(g, n.inputs[1 - k], depth + 1);
+      if (n.inputs[k] < 0 || n.inputs[1 - k] < 0 || !c.is_constant) continue;
+      int other = rank_from_producer(g, n.inputs[1 - k], depth + 1);
+      return other < 0 ? -1 : std::max(other, static_cast<int>(c.constant.rank()));
     }
     return -1;
+  }
+  if (n.op_type == "Slice") return rank_from_producer(g, n.inputs[0], depth + 1);
+  if (n.op_type == "Reshape" && n.inputs.size() == 2 && n.inputs[1] >= 0) {
+    // As many dims as the target has entries, when the target's length is known.
+    const ir::Value& target = g.values[n.inputs[1]];
+    if (target.is_constant) return static_cast<int>(target.constant.numel());
+    return target.has_shape && target.dims.size() == 1 && target.dims[0] >= 0 ? static_cast<int>(target.dims[0]) : -1;
+  }
+  if (n.op_type == "Squeeze" || n.op_type == "Unsqueeze") {
+    std::optional<std::vector<int64_t>> axes =
+        n.opset < 13 ? ints_attr(n, "axes") : (n.inputs.size() > 1 ? int_constant(g, n.inputs[1]) : std::nullopt);
+    int in = rank_from_producer(g, n.inputs[0], depth + 1);
+    if (!axes || in < 0) return -1;
+    int r = n.op_type == "Squeeze" ? in - static_cast<int>(axes->size()) : in + static_cast<int>(axes->size());
+    return r >= 0 ? r : -1;
   }
   if (n.op_type == "MatMul" && n.inputs.size() == 2) {
     int a = rank_from_producer(g, n.inputs[0], depth + 1), b = rank_from_producer(g, n.inputs[1], depth + 1);

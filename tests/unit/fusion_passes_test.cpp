@@ -6,6 +6,7 @@
 
 #include "graph_builder.h"
 #include "passes/pass.h"
+#include "passes/pattern.h"
 #include "runtime/executor.h"
 #include "runtime/node_kernel.h"
 
@@ -168,6 +169,29 @@ TEST(FusionPasses, QkvProjectionsPackIntoOneGemm) {
     if (n.op_type != "Attention") continue;
     EXPECT_EQ(n.attrs.get_ints("packed"), (std::vector<int64_t>{width, width, width}));
   }
+}
+
+// Where shape inference gave up, ranks still follow from producers: a Reshape whose target has
+// a known length, Slice, Squeeze/Unsqueeze with known axes, arithmetic with a constant.
+TEST(PatternHelpers, RankFollowsFromProducers) {
+  GraphBuilder b(13);
+  int x = b.input("x", {2, 3, 4});
+  b.g.values[x].has_shape = false;  // as if unknown
+  int target = b.node("Concat", {b.input("t0", {2}, DType::kInt64), b.input("t1", {2}, DType::kInt64)});
+  b.set_shape(target, {4});
+  b.g.values[target].dtype = DType::kInt64;
+  int r = b.node("Reshape", {x, target});
+  Tensor axes = Tensor::empty(DType::kInt64, {1});
+  *axes.data<int64_t>() = 0;
+  int sq = b.node("Squeeze", {b.node("Slice", {r, b.constant("s", axes), b.constant("e", axes)}), b.constant("ax", axes)});
+  int m = b.node("Mul", {sq, b.random("c", {1, 1}, 1)});
+  int un = b.node("Unsqueeze", {m, b.constant("ax2", axes)});
+  b.g.relink();
+  EXPECT_EQ(passes::known_rank(b.g, x), -1);
+  EXPECT_EQ(passes::known_rank(b.g, r), 4);
+  EXPECT_EQ(passes::known_rank(b.g, sq), 3);
+  EXPECT_EQ(passes::known_rank(b.g, m), 3);
+  EXPECT_EQ(passes::known_rank(b.g, un), 4);
 }
 
 TEST(FusionPasses, DecomposedLayerNorm) {
