@@ -1,0 +1,140 @@
+#include "pipelines/ocr/ocr_pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "pipelines/ocr/ctc.h"
+
+namespace mminfer::ocr {
+
+namespace {
+
+std::unique_ptr<Session> open_model(const std::string& path, const SessionOptions& opts) {
+  std::unique_ptr<Session> s;
+  Status st = Session::load(path, opts, &s);
+  if (!st) throw Error(st.message());
+  return s;
+}
+
+Image to_bgr(const Image& rgb) {
+  if (rgb.channels != 3) throw Error("OCR needs a 3-channel image, got " + std::to_string(rgb.channels));
+  Image bgr = rgb;
+  for (size_t i = 0; i + 2 < bgr.pixels.size(); i += 3) std::swap(bgr.pixels[i], bgr.pixels[i + 2]);
+  return bgr;
+}
+
+// Writes img into dst ([3, h, w_pad], already zeroed) as (x/255 - mean[c]) / std[c], CHW.
+void normalize_into(const Image& img, float* dst, int w_pad, const float mean[3], const float std[3]) {
+  size_t plane = static_cast<size_t>(img.height) * w_pad;
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x)
+      for (int c = 0; c < 3; ++c)
+        dst[c * plane + static_cast<size_t>(y) * w_pad + x] =
+            (img.pixels[(static_cast<size_t>(y) * img.width + x) * 3 + c] / 255.f - mean[c]) / std[c];
+}
+
+std::vector<Tensor> run_model(Session& s, const Tensor& x) {
+  std::vector<Tensor> out;
+  Status st = s.run({{s.inputs()[0].name, x}}, &out);
+  if (!st) throw Error(st.message());
+  return out;
+}
+
+// Lines are 48 pixels tall for the classifier and the recognizer, normalized to [-1, 1].
+constexpr float kHalf[3] = {0.5f, 0.5f, 0.5f};
+
+// A batch [n, 3, 48, width] of crops resized to height 48 (width by aspect, at most `width`).
+Tensor line_batch(const std::vector<const Image*>& crops, int width) {
+  Tensor t = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(crops.size()), 3, 48, width});
+  std::fill_n(t.data<float>(), t.numel(), 0.f);
+  for (size_t i = 0; i < crops.size(); ++i) {
+    const Image& c = *crops[i];
+    double ratio = static_cast<double>(c.width) / std::max(1, c.height);
+    int w = std::clamp(static_cast<int>(std::ceil(48 * ratio)), 1, width);
+    normalize_into(resize_bilinear(c, w, 48), t.data<float>() + i * 3 * 48 * width, width, kHalf, kHalf);
+  }
+  return t;
+}
+
+}  // namespace
+
+OcrPipeline::OcrPipeline(const std::string& dir, const SessionOptions& session, OcrOptions options) : options_(options) {
+  namespace fs = std::filesystem;
+  auto need = [&](const char* name) {
+    std::string p = (fs::path(dir) / name).string();
+    if (!fs::is_regular_file(p)) throw Error("the OCR pipeline needs " + p);
+    return p;
+  };
+  det_ = open_model(need("ch_PP-OCRv4_det_infer.onnx"), session);
+  rec_ = open_model(need("ch_PP-OCRv4_rec_infer.onnx"), session);
+  charset_ = load_charset(need("ppocr_keys_v1.txt"));
+  std::string cls = (fs::path(dir) / "ch_ppocr_mobile_v2.0_cls_infer.onnx").string();
+  if (options_.use_classifier && fs::is_regular_file(cls)) cls_ = open_model(cls, session);
+}
+
+std::vector<DetectedBox> OcrPipeline::detect(const Image& bgr) {
+  double ratio = std::max(bgr.width, bgr.height) > options_.det_max_side
+                     ? static_cast<double>(options_.det_max_side) / std::max(bgr.width, bgr.height)
+                     : 1.0;
+  auto to32 = [](double v) { return std::max(32, static_cast<int>(std::lround(static_cast<int>(v) / 32.0)) * 32); };
+  int h = to32(bgr.height * ratio), w = to32(bgr.width * ratio);
+  Tensor x = Tensor::empty(DType::kFloat32, {1, 3, h, w});
+  static const float mean[3] = {0.485f, 0.456f, 0.406f}, stdev[3] = {0.229f, 0.224f, 0.225f};
+  normalize_into(resize_bilinear(bgr, w, h), x.data<float>(), w, mean, stdev);
+  Tensor prob = run_model(*det_, x)[0];
+  if (prob.rank() != 4 || prob.dim(2) != h || prob.dim(3) != w) throw Error("the detector returned " + shape_str(prob.shape()));
+  return db_boxes(prob.data<float>(), h, w, bgr.width, bgr.height, options_.db);
+}
+
+void OcrPipeline::orient(std::vector<Image>& crops) {
+  for (size_t start = 0; start < crops.size(); start += options_.rec_batch) {
+    size_t end = std::min(crops.size(), start + options_.rec_batch);
+    std::vector<const Image*> batch;
+    for (size_t i = start; i < end; ++i) batch.push_back(&crops[i]);
+    Tensor probs = run_model(*cls_, line_batch(batch, 192))[0];
+    if (probs.rank() != 2 || probs.dim(1) != 2) throw Error("the direction classifier returned " + shape_str(probs.shape()));
+    for (size_t i = start; i < end; ++i) {
+      const float* p = probs.data<float>() + (i - start) * 2;
+      if (p[1] > p[0] && p[1] > options_.cls_threshold) rotate_180(crops[i]);
+    }
+  }
+}
+
+std::vector<Decoded> OcrPipeline::recognize(const std::vector<Image>& crops) {
+  // Similar aspect ratios share a batch, so little of each is padding.
+  std::vector<size_t> order(crops.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto ratio = [&](size_t i) { return static_cast<double>(crops[i].width) / std::max(1, crops[i].height); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ratio(a) < ratio(b); });
+  std::vector<Decoded> out(crops.size());
+  for (size_t start = 0; start < order.size(); start += options_.rec_batch) {
+    size_t end = std::min(order.size(), start + options_.rec_batch);
+    double widest = 320.0 / 48.0;
+    std::vector<const Image*> batch;
+    for (size_t i = start; i < end; ++i) widest = std::max(widest, ratio(order[i])), batch.push_back(&crops[order[i]]);
+    Tensor probs = run_model(*rec_, line_batch(batch, static_cast<int>(48 * widest)))[0];
+    if (probs.rank() != 3) throw Error("the recognizer returned " + shape_str(probs.shape()));
+    int steps = static_cast<int>(probs.dim(1)), classes = static_cast<int>(probs.dim(2));
+    for (size_t i = start; i < end; ++i)
+      out[order[i]] = ctc_greedy(probs.data<float>() + (i - start) * steps * classes, steps, classes, charset_);
+  }
+  return out;
+}
+
+std::vector<OcrLine> OcrPipeline::run(const Image& rgb) {
+  if (rgb.width <= 0 || rgb.height <= 0) throw Error("the image is empty");
+  Image bgr = to_bgr(rgb);
+  std::vector<DetectedBox> boxes = detect(bgr);
+  std::vector<Image> crops;
+  for (const DetectedBox& b : boxes) crops.push_back(crop_quad(bgr, b.quad));
+  if (cls_ && !crops.empty()) orient(crops);
+  std::vector<Decoded> texts = crops.empty() ? std::vector<Decoded>{} : recognize(crops);
+  std::vector<OcrLine> lines;
+  for (size_t i = 0; i < boxes.size(); ++i)
+    if (texts[i].score >= options_.drop_score && !texts[i].text.empty()) lines.push_back({texts[i].text, texts[i].score, boxes[i].quad});
+  return lines;
+}
+
+}  // namespace mminfer::ocr

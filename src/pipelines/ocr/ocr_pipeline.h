@@ -1,0 +1,48 @@
+// PP-OCR end to end: detection (DB), direction classification, recognition (CTC), returning
+// text lines with boxes and scores in reading order.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mminfer/session.h"
+#include "pipelines/ocr/crop.h"
+#include "pipelines/ocr/ctc.h"
+#include "pipelines/ocr/db_postprocess.h"
+
+namespace mminfer::ocr {
+
+struct OcrLine {
+  std::string text;
+  float score = 0;
+  Quad box;
+};
+
+struct OcrOptions {
+  int det_max_side = 960;     // longer side limit for the detector's input
+  DbParams db;
+  bool use_classifier = true;
+  float cls_threshold = 0.9f;  // confidence needed to turn a line 180°
+  float drop_score = 0.5f;     // lines recognised with less confidence are left out
+  int rec_batch = 6;           // lines per recognizer run (grouped by aspect ratio)
+};
+
+class OcrPipeline {
+ public:
+  // `dir` holds ch_PP-OCRv4_det_infer.onnx, ch_PP-OCRv4_rec_infer.onnx, ppocr_keys_v1.txt and,
+  // optionally, ch_ppocr_mobile_v2.0_cls_infer.onnx. Throws Error naming what is missing.
+  OcrPipeline(const std::string& dir, const SessionOptions& session, OcrOptions options = {});
+  // `rgb` is an 8-bit, 3-channel RGB image.
+  std::vector<OcrLine> run(const Image& rgb);
+
+ private:
+  std::vector<DetectedBox> detect(const Image& bgr);
+  void orient(std::vector<Image>& crops);
+  std::vector<Decoded> recognize(const std::vector<Image>& crops);
+
+  OcrOptions options_;
+  std::unique_ptr<Session> det_, cls_, rec_;
+  std::vector<std::string> charset_;
+};
+
+}  // namespace mminfer::ocr
