@@ -114,7 +114,10 @@ std::vector<Decoded> OcrPipeline::recognize(const std::vector<Image>& crops) {
     double widest = 320.0 / 48.0;
     std::vector<const Image*> batch;
     for (size_t i = start; i < end; ++i) widest = std::max(widest, ratio(order[i])), batch.push_back(&crops[order[i]]);
-    Tensor probs = run_model(*rec_, line_batch(batch, static_cast<int>(48 * widest)))[0];
+    // Widths round up to 64-pixel buckets: few distinct shapes, so the engine's per-shape plans
+    // are reused from line to line and image to image.
+    int width = (static_cast<int>(std::ceil(48 * widest)) + 63) / 64 * 64;
+    Tensor probs = run_model(*rec_, line_batch(batch, width))[0];
     if (probs.rank() != 3) throw Error("the recognizer returned " + shape_str(probs.shape()));
     int steps = static_cast<int>(probs.dim(1)), classes = static_cast<int>(probs.dim(2));
     for (size_t i = start; i < end; ++i)
