@@ -7,5 +7,6 @@ int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_onnx_test(int argc, char** argv);
+int cmd_ocr(int argc, char** argv);
 
 }  // namespace mminfer::cli

@@ -16,6 +16,7 @@ void usage() {
       "  run MODEL --input NAME=F.npy ... run once, write outputs as .npy\n"
       "  bench MODEL [--shape NAME=1x3x224x224 | --input NAME=F.npy]...  time repeated runs\n"
       "  onnx-test DIR...                 run ONNX backend test cases\n"
+      "  ocr IMAGE...                     text lines of images (PP-OCRv4)\n"
       "\n"
       "run 'mminfer COMMAND --help' for the options of one command\n",
       stderr);
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return mminfer::cli::cmd_run(argc, argv);
     if (cmd == "bench") return mminfer::cli::cmd_bench(argc, argv);
     if (cmd == "onnx-test") return mminfer::cli::cmd_onnx_test(argc, argv);
+    if (cmd == "ocr") return mminfer::cli::cmd_ocr(argc, argv);
   } catch (const mminfer::Error& e) {
     std::fprintf(stderr, "mminfer %s: error: %s\n", cmd.c_str(), e.what());
     return 1;

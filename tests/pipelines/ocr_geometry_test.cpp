@@ -83,7 +83,7 @@ TEST(OcrCtc, GreedyMergesRepeatsAndDropsBlanks) {
 }
 
 TEST(OcrCrop, UprightQuadCropsExactlyAndTallCropsTurn) {
-  Image img{8, 6, 3, std::vector<uint8_t>(8 * 6 * 3)};
+  Image img = Image::blank(8, 6);
   for (int y = 0; y < 6; ++y)
     for (int x = 0; x < 8; ++x)
       for (int c = 0; c < 3; ++c) img.pixels[(y * 8 + x) * 3 + c] = static_cast<uint8_t>(y * 30 + x * 3 + c);

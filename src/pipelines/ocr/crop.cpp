@@ -44,21 +44,21 @@ void sample(const Image& s, double x, double y, uint8_t* out) {
   int x1 = std::min(x0 + 1, s.width - 1), y1 = std::min(y0 + 1, s.height - 1);
   double fx = x - x0, fy = y - y0;
   const uint8_t* p = s.pixels.data();
-  size_t row = static_cast<size_t>(s.width) * s.channels;
-  for (int c = 0; c < s.channels; ++c) {
-    double top = p[y0 * row + x0 * s.channels + c] * (1 - fx) + p[y0 * row + x1 * s.channels + c] * fx;
-    double bot = p[y1 * row + x0 * s.channels + c] * (1 - fx) + p[y1 * row + x1 * s.channels + c] * fx;
+  size_t row = static_cast<size_t>(s.width) * 3;
+  for (int c = 0; c < 3; ++c) {
+    double top = p[y0 * row + x0 * 3 + c] * (1 - fx) + p[y0 * row + x1 * 3 + c] * fx;
+    double bot = p[y1 * row + x0 * 3 + c] * (1 - fx) + p[y1 * row + x1 * 3 + c] * fx;
     out[c] = static_cast<uint8_t>(std::clamp(std::lround(top * (1 - fy) + bot * fy), 0L, 255L));
   }
 }
 
 Image rotate_90_ccw(const Image& s) {
-  Image r{s.height, s.width, s.channels, std::vector<uint8_t>(s.pixels.size())};
+  Image r = Image::blank(s.height, s.width);
   for (int y = 0; y < s.height; ++y)
     for (int x = 0; x < s.width; ++x)
-      for (int c = 0; c < s.channels; ++c)
-        r.pixels[(static_cast<size_t>(s.width - 1 - x) * r.width + y) * s.channels + c] =
-            s.pixels[(static_cast<size_t>(y) * s.width + x) * s.channels + c];
+      for (int c = 0; c < 3; ++c)
+        r.pixels[(static_cast<size_t>(s.width - 1 - x) * r.width + y) * 3 + c] =
+            s.pixels[(static_cast<size_t>(y) * s.width + x) * 3 + c];
   return r;
 }
 
@@ -68,20 +68,20 @@ Image crop_quad(const Image& src, const Quad& q) {
   auto len = [](const Point& a, const Point& b) { return std::hypot(a.x - b.x, a.y - b.y); };
   int w = std::max(1, static_cast<int>(std::max(len(q[0], q[1]), len(q[3], q[2]))));
   int h = std::max(1, static_cast<int>(std::max(len(q[0], q[3]), len(q[1], q[2]))));
-  Image out{w, h, src.channels, std::vector<uint8_t>(static_cast<size_t>(w) * h * src.channels)};
+  Image out = Image::blank(w, h);
   std::array<double, 9> m{};
   std::array<Point, 4> rect = {Point{0, 0}, Point{static_cast<double>(w), 0}, Point{static_cast<double>(w), static_cast<double>(h)},
                                Point{0, static_cast<double>(h)}};
   if (src.width == 0 || src.height == 0) return out;
   if (!homography(rect, {q[0], q[1], q[2], q[3]}, m)) {  // a degenerate quad: sample its first corner
-    for (size_t i = 0; i < out.pixels.size(); i += src.channels) sample(src, q[0].x, q[0].y, &out.pixels[i]);
+    for (size_t i = 0; i < out.pixels.size(); i += 3) sample(src, q[0].x, q[0].y, &out.pixels[i]);
     return out;
   }
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
       double d = m[6] * x + m[7] * y + m[8];
       double sx = (m[0] * x + m[1] * y + m[2]) / d, sy = (m[3] * x + m[4] * y + m[5]) / d;
-      sample(src, sx, sy, &out.pixels[(static_cast<size_t>(y) * w + x) * src.channels]);
+      sample(src, sx, sy, &out.pixels[(static_cast<size_t>(y) * w + x) * 3]);
     }
   if (h >= 1.5 * w) return rotate_90_ccw(out);
   return out;
@@ -90,17 +90,17 @@ Image crop_quad(const Image& src, const Quad& q) {
 void rotate_180(Image& img) {
   size_t n = static_cast<size_t>(img.width) * img.height;
   for (size_t i = 0, j = n; i < j--; ++i)
-    for (int c = 0; c < img.channels; ++c) std::swap(img.pixels[i * img.channels + c], img.pixels[j * img.channels + c]);
+    for (int c = 0; c < 3; ++c) std::swap(img.pixels[i * 3 + c], img.pixels[j * 3 + c]);
 }
 
 Image resize_bilinear(const Image& src, int width, int height) {
-  Image out{width, height, src.channels, std::vector<uint8_t>(static_cast<size_t>(width) * height * src.channels)};
+  Image out = Image::blank(width, height);
   if (src.width == 0 || src.height == 0) return out;
   double rx = static_cast<double>(src.width) / width, ry = static_cast<double>(src.height) / height;
   for (int y = 0; y < height; ++y)
     for (int x = 0; x < width; ++x)
       sample(src, std::max(0.0, (x + 0.5) * rx - 0.5), std::max(0.0, (y + 0.5) * ry - 0.5),
-             &out.pixels[(static_cast<size_t>(y) * width + x) * src.channels]);
+             &out.pixels[(static_cast<size_t>(y) * width + x) * 3]);
   return out;
 }
 

@@ -3,15 +3,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "modal/image/image.h"
 #include "pipelines/ocr/geometry.h"
 
 namespace mminfer::ocr {
 
-// An 8-bit image with `channels` interleaved channels, rows `width * channels` bytes apart.
-struct Image {
-  int width = 0, height = 0, channels = 3;
-  std::vector<uint8_t> pixels;
-};
+using image::Image;  // 8-bit, 3 interleaved channels
 
 // Warps the quad (corners as for Quad) to a rectangle as wide as its longer horizontal edge and
 // as tall as its longer vertical edge (bilinear, edges replicated). A crop at least 1.5 times

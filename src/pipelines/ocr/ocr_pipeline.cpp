@@ -19,7 +19,6 @@ std::unique_ptr<Session> open_model(const std::string& path, const SessionOption
 }
 
 Image to_bgr(const Image& rgb) {
-  if (rgb.channels != 3) throw Error("OCR needs a 3-channel image, got " + std::to_string(rgb.channels));
   Image bgr = rgb;
   for (size_t i = 0; i + 2 < bgr.pixels.size(); i += 3) std::swap(bgr.pixels[i], bgr.pixels[i + 2]);
   return bgr;
