@@ -58,7 +58,9 @@ TEST(OcrDb, TwoBlobsGiveTwoBoxesInReadingOrder) {
   fill(10, 40, 60, 52, 0.95f);
   fill(70, 45, 72, 47, 0.9f);  // too small
   fill(70, 56, 90, 62, 0.4f);  // above the pixel threshold, below the box threshold
-  auto boxes = db_boxes(prob.data(), h, w, w * 2, h * 2, DbParams{});
+  DbParams params;
+  params.unclip_ratio = 1.5f;
+  auto boxes = db_boxes(prob.data(), h, w, w * 2, h * 2, params);
   ASSERT_EQ(boxes.size(), 3u);
   EXPECT_LT(boxes[0].quad[0].x, boxes[1].quad[0].x);
   EXPECT_NEAR(boxes[0].score, 0.8f, 1e-5);
