@@ -125,6 +125,8 @@ def main():
     p.add_argument("--subset", action="append", help="only this subset (repeatable)")
     p.add_argument("--limit", type=int, help="first N images of each subset")
     p.add_argument("--save", metavar="DIR")
+    p.add_argument("--max-cer", type=float, metavar="PCT",
+                   help="exit 1 when mminfer's CER (with spaces) on any subset is above PCT percent")
     args = p.parse_args()
     if not (args.mminfer or args.peer):
         p.error("name at least one system: --mminfer BIN and/or --peer")
@@ -162,6 +164,10 @@ def main():
                 f.write(raw)
         results[name] = score(gt, records, args.eval_dir)
     print(table(results))
+    if args.max_cer is not None and "mminfer" in results:
+        over = {k: v["cer"] for k, v in results["mminfer"].items() if 100 * v["cer"] > args.max_cer}
+        if over:
+            raise SystemExit("ocr_eval: CER above %.2f%%: %s" % (args.max_cer, ", ".join(f"{k} {100 * v:.2f}%" for k, v in over.items())))
 
 
 if __name__ == "__main__":

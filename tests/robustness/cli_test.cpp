@@ -166,6 +166,19 @@ TEST_F(Cli, BenchReportsTimePerOpType) {
   EXPECT_NE(out.find("calls/run"), std::string::npos) << out;
 }
 
+// Bad images for `mminfer ocr`: one line each naming the problem; the other files still run.
+TEST_F(Cli, OcrBadImages) {
+  std::string ocr = "ocr --models " + quote(MMINFER_OCR_MODELS) + " ";
+  expect_clean_failure(run_cli(ocr + quote(npy("empty.png", "")), dir_), "empty.png", "empty file");
+  expect_clean_failure(run_cli(ocr + quote(npy("text.png", "just some text, not an image\n")), dir_), "text.png", "text named .png");
+  // A PNG signature and IHDR declaring 30000 x 30000 pixels, and nothing else.
+  std::string huge("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\x75\x30\0\0\x75\x30\x08\x02\0\0\0\0\0\0\0", 33);
+  expect_clean_failure(run_cli(ocr + quote(npy("huge.png", huge)), dir_), "30000x30000", "decompression bomb header");
+  expect_clean_failure(run_cli(ocr + quote(dir_.file("missing.png")), dir_), "missing.png", "missing file");
+  expect_clean_failure(run_cli("ocr " + quote(npy("x.png", "")) + " --models " + quote(dir_.file("nowhere")), dir_), "nowhere",
+                       "missing models");
+}
+
 TEST_F(Cli, GoodRunSucceedsOrFailsCleanly) {
   CliResult r = run_cli("run " + quote(model_) + " --input x=" + quote(good_npy_) + " --output-dir " + quote(dir_.file("out")), dir_);
   if (r.exit_code != 0) expect_clean_failure(r, "", "good run");
