@@ -34,6 +34,7 @@ bool fuse_attention(ir::Graph& g, const PassContext& ctx);
 bool absorb_attention_transposes(ir::Graph& g, const PassContext& ctx);
 bool pack_qkv_projections(ir::Graph& g, const PassContext& ctx);
 bool fold_conv_batchnorm(ir::Graph& g, const PassContext& ctx);
+bool fold_conv_affine(ir::Graph& g, const PassContext& ctx);
 bool fuse_conv_activation(ir::Graph& g, const PassContext& ctx);
 bool fuse_matmul_bias(ir::Graph& g, const PassContext& ctx);
 bool fuse_gelu(ir::Graph& g, const PassContext& ctx);

@@ -51,6 +51,7 @@ void expect_same(const ir::Graph& g, const std::vector<Tensor>& inputs, const st
       ASSERT_EQ(got[i].shape(), want[i].shape());
       for (int64_t k = 0; k < got[i].numel(); ++k) {
         float a = got[i].data<float>()[k], b = want[i].data<float>()[k];
+        if (a == b || (std::isnan(a) && std::isnan(b))) continue;  // also infinities
         ASSERT_NEAR(a, b, tol * (1.f + std::fabs(b))) << "output " << i << " element " << k;
       }
     }
@@ -321,4 +322,124 @@ TEST(ConstantFolding, ShapeArithmeticOnConstantsDisappears) {
   EXPECT_EQ(report.nodes_after, 1u);  // only the Reshape is left
   auto got = run(opt, {GraphBuilder::random_tensor({2, 6}, 20)});
   EXPECT_EQ(got[0].shape(), (Shape{3, 4}));
+}
+
+namespace {
+
+// x [2, 4, 7, 9] → Conv 3x3 (pads 1, optional bias, `group`) with 6 output channels.
+int conv_3x3(GraphBuilder& b, int x, bool bias, int64_t group, unsigned seed) {
+  Attributes a;
+  a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  a.set("group", group);
+  std::vector<int> in = {x, b.random("w" + std::to_string(seed), {6, 4 / group, 3, 3}, seed, 0.4f)};
+  if (bias) in.push_back(b.random("b" + std::to_string(seed), {6}, seed + 1));
+  int y = b.node("Conv", in, a, 4);
+  b.set_shape(y, {2, 6, 7, 9});
+  return y;
+}
+
+size_t optimized_size(const ir::Graph& g) {
+  ir::Graph opt = g;
+  passes::PassContext ctx;
+  ctx.opt_level = 2;
+  ctx.evaluate = runtime::evaluate_node;
+  return passes::optimize(opt, ctx).nodes_after;
+}
+
+}  // namespace
+
+TEST(FusionPasses, ConvAffineChainFoldsIntoWeights) {
+  unsigned seed = 40;
+  for (bool bias : {false, true})
+    for (int64_t group : {1, 2}) {
+      SCOPED_TRACE(std::string(bias ? "bias" : "no bias") + " group " + std::to_string(group));
+      GraphBuilder b(11);
+      int x = b.input("x", {2, 4, 7, 9});
+      int y = conv_3x3(b, x, bias, group, seed += 2);
+      y = b.node("Mul", {b.scalar("a", 0.75f), y}, {}, 4);                        // constant first
+      y = b.node("Add", {y, b.random("c", {1, 6, 1, 1}, seed + 10)}, {}, 4);       // per channel, rank 4
+      y = b.node("Sub", {y, b.random("d", {6, 1, 1}, seed + 11)}, {}, 4);          // per channel, rank 3
+      y = b.node("Div", {y, b.scalar("e", -1.5f)}, {}, 4);
+      b.output(b.node("Mul", {y, b.random("f", {1, 6, 1, 1}, seed + 12)}, {}, 4));
+      EXPECT_EQ(optimized_size(b.g), 1u);
+      expect_same(b.g, {GraphBuilder::random_tensor({2, 4, 7, 9}, seed)}, "Conv", 1e-4f);
+    }
+}
+
+TEST(FusionPasses, ConvAffineLeavesWhatDoesNotFold) {
+  enum Case { kRuntimeOperand, kSpatialBroadcast, kChannelAndSpatial, kHigherRank, kTwoReaders, kZeroDivisor, kConstantMinusX };
+  for (int c = kRuntimeOperand; c <= kConstantMinusX; ++c) {
+    SCOPED_TRACE("case " + std::to_string(c));
+    GraphBuilder b(11);
+    int x = b.input("x", {2, 4, 7, 9});
+    std::vector<Tensor> inputs = {GraphBuilder::random_tensor({2, 4, 7, 9}, 60)};
+    int y = conv_3x3(b, x, true, 1, 61);
+    int z = -1;
+    switch (c) {
+      case kRuntimeOperand:
+        z = b.node("Mul", {y, b.input("s", {1, 6, 1, 1})}, {}, 4);
+        inputs.push_back(GraphBuilder::random_tensor({1, 6, 1, 1}, 62));
+        break;
+      case kSpatialBroadcast: z = b.node("Add", {y, b.random("c", {1, 1, 7, 9}, 63)}, {}, 4); break;
+      case kChannelAndSpatial: z = b.node("Mul", {y, b.random("c", {6, 7, 1}, 64)}, {}, 4); break;
+      case kHigherRank: z = b.node("Mul", {y, b.random("c", {1, 1, 1, 1, 1}, 65)}, {}, 5); break;
+      case kTwoReaders:
+        z = b.node("Add", {y, b.scalar("c", 0.5f)}, {}, 4);
+        b.output(b.node("Relu", {y}, {}, 4));
+        break;
+      case kZeroDivisor: {
+        Tensor d = GraphBuilder::random_tensor({6, 1, 1}, 66);
+        d.data<float>()[2] = 0.f;
+        z = b.node("Div", {y, b.constant("d", d)}, {}, 4);
+        break;
+      }
+      case kConstantMinusX: z = b.node("Sub", {b.scalar("c", 1.f), y}, {}, 4); break;
+    }
+    b.output(z);
+    EXPECT_EQ(optimized_size(b.g), c == kTwoReaders ? 3u : 2u);
+    expect_same(b.g, inputs, "Conv", 1e-4f);
+  }
+}
+
+TEST(FusionPasses, ConvAffineFoldsOnlyBeforeTheActivation) {
+  GraphBuilder b(11);
+  int x = b.input("x", {2, 4, 7, 9});
+  int y = conv_3x3(b, x, true, 1, 70);
+  y = b.node("Mul", {y, b.scalar("a", 2.f)}, {}, 4);
+  y = b.node("Relu", {y}, {}, 4);
+  b.output(b.node("Mul", {y, b.scalar("c", -3.f)}, {}, 4));
+  ir::Graph opt = b.g;
+  passes::PassContext ctx;
+  ctx.opt_level = 2;
+  ctx.evaluate = runtime::evaluate_node;
+  passes::optimize(opt, ctx);
+  EXPECT_EQ(count_op(opt, "FusedConv"), 1);
+  EXPECT_EQ(count_op(opt, "Mul"), 1);  // a negative scale after Relu must stay outside the weights
+  expect_same(b.g, {GraphBuilder::random_tensor({2, 4, 7, 9}, 71)}, "FusedConv", 1e-4f);
+}
+
+TEST(FusionPasses, ConvAffineFoldsIntoPlainFusedConv) {
+  GraphBuilder b(11);
+  int x = b.input("x", {1, 3, 6, 5});
+  int y = b.node("FusedConv", {x, b.random("w", {4, 3, 1, 1}, 80), b.random("b", {4}, 81)}, {}, 4, 1, "mminfer");
+  b.output(b.node("Add", {b.node("Mul", {y, b.random("a", {4, 1, 1}, 82)}, {}, 4), b.scalar("c", 0.25f)}, {}, 4));
+  EXPECT_EQ(optimized_size(b.g), 1u);
+  expect_same(b.g, {GraphBuilder::random_tensor({1, 3, 6, 5}, 83)}, "FusedConv", 1e-4f);
+}
+
+TEST(FusionPasses, ConvAffineIgnoresMalformedNodes) {
+  GraphBuilder b(11);
+  int x = b.input("x", {1, 3, 6, 5});
+  int no_w = b.node("Conv", {x}, {}, 4);
+  int omitted_w = b.node("Conv", {x, ir::kNoValue}, {}, 4);
+  int bad_bias = b.node("Conv", {x, b.random("w", {4, 3, 1, 1}, 84), b.random("b", {3}, 85)}, {}, 4);
+  int one_input_mul = b.node("Mul", {bad_bias}, {}, 4);
+  b.output(b.node("Mul", {no_w, b.scalar("a", 2.f)}, {}, 4));
+  b.output(b.node("Mul", {omitted_w, b.scalar("c", 2.f)}, {}, 4));
+  b.output(b.node("Mul", {one_input_mul, b.scalar("d", 2.f)}, {}, 4));
+  ir::Graph opt = b.g;
+  passes::PassContext ctx;
+  ctx.opt_level = 2;
+  ctx.evaluate = runtime::evaluate_node;
+  EXPECT_EQ(passes::optimize(opt, ctx).nodes_after, 7u);
 }
