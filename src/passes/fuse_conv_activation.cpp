@@ -1,5 +1,6 @@
 // Conv [+ residual Add] + activation → mminfer::FusedConv, so the activation (and the sum)
 // run as oneDNN post-ops while the output is still in cache.
+#include <algorithm>
 #include <cmath>
 
 #include "passes/pass.h"
@@ -16,13 +17,80 @@ struct ActivationMatch {
   int output = -1;
 };
 
+// Clip's bounds: attributes before opset 11, optional constant inputs from then on.
+std::optional<std::pair<float, float>> clip_bounds(const ir::Graph& g, const ir::Node& n) {
+  float lo = -INFINITY, hi = INFINITY;
+  if (n.opset < 11) return std::pair{n.attrs.get_float("min", lo), n.attrs.get_float("max", hi)};
+  for (size_t i = 1; i < 3 && i < n.inputs.size(); ++i) {
+    if (n.inputs[i] < 0) continue;
+    auto v = scalar_constant(g, n.inputs[i]);
+    if (!v) return std::nullopt;
+    (i == 1 ? lo : hi) = *v;
+  }
+  return std::pair{lo, hi};
+}
+
+// Output of node `r` when it is `op` of `x` and a scalar constant equal to `c` (either order for
+// Add and Mul), else -1. The constant may not raise x's rank.
+int scalar_op(const ir::Graph& g, int r, const char* op, int x, float c) {
+  if (r < 0 || !is_op(g.nodes[r], op)) return -1;
+  const ir::Node& n = g.nodes[r];
+  bool commutes = n.op_type == "Add" || n.op_type == "Mul";
+  int other = n.inputs[0] == x ? n.inputs[1] : commutes && n.inputs[1] == x ? n.inputs[0] : -1;
+  auto v = scalar_constant(g, other);
+  if (!v || std::fabs(*v - c) > 1e-6f * std::fabs(c)) return -1;
+  int rank = known_rank(g, x);
+  return g.values[other].constant.rank() <= static_cast<size_t>(std::max(rank, 1)) ? n.outputs[0] : -1;
+}
+
+// `n` multiplies values a and b, in either order.
+bool is_product(const ir::Node& n, int a, int b) {
+  return is_op(n, "Mul") && ((n.inputs[0] == a && n.inputs[1] == b) || (n.inputs[0] == b && n.inputs[1] == a));
+}
+
+// HardSwish written out, as exporters of MobileNetV3-style nets do: x * Clip(x + 3, 0, 6) / 6,
+// dividing (or multiplying by 1/6) either the product or the Clip. `add` reads x.
+std::optional<ActivationMatch> match_decomposed_hardswish(const ir::Graph& g, const UseCounts& uses, int x, int add) {
+  int shifted = scalar_op(g, add, "Add", x, 3.f);
+  int clip = uses.only_reader(shifted);
+  if (shifted < 0 || clip < 0 || !is_op(g.nodes[clip], "Clip") || g.nodes[clip].inputs[0] != shifted) return std::nullopt;
+  auto bounds = clip_bounds(g, g.nodes[clip]);
+  if (!bounds || bounds->first != 0.f || bounds->second != 6.f) return std::nullopt;
+  int c = g.nodes[clip].outputs[0];
+  auto sixth = [&](int r, int v) {  // output of v / 6 or v * (1/6) at node r, else -1
+    int o = scalar_op(g, r, "Div", v, 6.f);
+    return o >= 0 ? o : scalar_op(g, r, "Mul", v, 1.f / 6.f);
+  };
+  int r = uses.only_reader(c);
+  if (r < 0) return std::nullopt;
+  ActivationMatch m;
+  m.name = "HardSwish";
+  if (is_product(g.nodes[r], x, c)) {  // (x * clip) / 6
+    int scale = uses.only_reader(g.nodes[r].outputs[0]);
+    m.output = sixth(scale, g.nodes[r].outputs[0]);
+    m.nodes = {add, clip, r, scale};
+  } else {  // x * (clip / 6)
+    int scaled = sixth(r, c);
+    int mul = uses.only_reader(scaled);
+    if (scaled < 0 || mul < 0 || !is_product(g.nodes[mul], x, scaled)) return std::nullopt;
+    m.output = g.nodes[mul].outputs[0];
+    m.nodes = {add, clip, r, mul};
+  }
+  return m.output >= 0 ? std::optional(m) : std::nullopt;
+}
+
 // Recognizes the activation applied to value `x` by its single reader, if any.
 std::optional<ActivationMatch> match_activation(const ir::Graph& g, const UseCounts& uses, int x) {
   int r = uses.only_reader(x);
   ActivationMatch m;
   if (r < 0) {
-    // HardSwish as x * HardSigmoid(x): x has two readers, the HardSigmoid and the Mul.
+    // HardSwish as x * HardSigmoid(x) or written out: x has two readers.
     if (uses.count(x) != 2) return std::nullopt;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& n = g.nodes[i];
+      if (n.removed || std::find(n.inputs.begin(), n.inputs.end(), x) == n.inputs.end()) continue;
+      if (auto hs = match_decomposed_hardswish(g, uses, x, static_cast<int>(i))) return hs;
+    }
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& hs = g.nodes[i];
       if (!is_op(hs, "HardSigmoid") || hs.inputs[0] != x) continue;
@@ -53,24 +121,10 @@ std::optional<ActivationMatch> match_activation(const ir::Graph& g, const UseCou
     m.name = "HardSigmoid";
     m.params = {n.attrs.get_float("alpha", 0.2f), n.attrs.get_float("beta", 0.5f)};
   } else if (n.op_type == "Clip") {
-    float lo = -INFINITY, hi = INFINITY;
-    if (n.opset < 11) {
-      lo = n.attrs.get_float("min", lo);
-      hi = n.attrs.get_float("max", hi);
-    } else {
-      if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
-        auto v = scalar_constant(g, n.inputs[1]);
-        if (!v) return std::nullopt;
-        lo = *v;
-      }
-      if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
-        auto v = scalar_constant(g, n.inputs[2]);
-        if (!v) return std::nullopt;
-        hi = *v;
-      }
-    }
+    auto bounds = clip_bounds(g, n);
+    if (!bounds) return std::nullopt;
     m.name = "Clip";
-    m.params = {lo, hi};
+    m.params = {bounds->first, bounds->second};
   } else {
     return std::nullopt;
   }

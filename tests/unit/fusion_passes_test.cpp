@@ -443,3 +443,53 @@ TEST(FusionPasses, ConvAffineIgnoresMalformedNodes) {
   ctx.evaluate = runtime::evaluate_node;
   EXPECT_EQ(passes::optimize(opt, ctx).nodes_after, 7u);
 }
+
+TEST(FusionPasses, ConvDecomposedHardSwish) {
+  // Paddle's export: x * Clip(x + 3, 0, 6) / 6, with every operand order and both opset styles.
+  for (int opset : {9, 11})
+    for (int variant = 0; variant < 4; ++variant) {
+      SCOPED_TRACE("opset " + std::to_string(opset) + " variant " + std::to_string(variant));
+      GraphBuilder b(opset);
+      int x = b.input("x", {2, 4, 7, 9});
+      int y = conv_3x3(b, x, true, 1, 90);
+      int shifted = variant % 2 ? b.node("Add", {b.scalar("three", 3.f), y}, {}, 4) : b.node("Add", {y, b.scalar("three", 3.f)}, {}, 4);
+      Attributes bounds;
+      std::vector<int> clip_in = {shifted};
+      if (opset < 11) {
+        bounds.set("min", 0.f);
+        bounds.set("max", 6.f);
+      } else {
+        clip_in = {shifted, b.scalar("lo", 0.f), b.scalar("hi", 6.f)};
+      }
+      int c = b.node("Clip", clip_in, bounds, 4);
+      int out;
+      if (variant < 2) {
+        int p = variant == 0 ? b.node("Mul", {y, c}, {}, 4) : b.node("Mul", {c, y}, {}, 4);
+        out = variant == 0 ? b.node("Div", {p, b.scalar("six", 6.f)}, {}, 4) : b.node("Mul", {b.scalar("sixth", 1.f / 6.f), p}, {}, 4);
+      } else {
+        int s = variant == 2 ? b.node("Div", {c, b.scalar("six", 6.f)}, {}, 4) : b.node("Mul", {c, b.scalar("sixth", 1.f / 6.f)}, {}, 4);
+        out = b.node("Mul", {s, y}, {}, 4);
+      }
+      b.output(out);
+      EXPECT_EQ(optimized_size(b.g), 1u);
+      expect_same(b.g, {GraphBuilder::random_tensor({2, 4, 7, 9}, 91, 3.f)}, "FusedConv", 1e-4f);
+    }
+}
+
+TEST(FusionPasses, ConvDecomposedHardSwishLookalikesStay) {
+  enum Case { kShiftNotThree, kClipToFive, kDivideBySeven, kClipReadTwice, kProductOfOtherValue };
+  for (int c = kShiftNotThree; c <= kProductOfOtherValue; ++c) {
+    SCOPED_TRACE("case " + std::to_string(c));
+    GraphBuilder b(11);
+    int x = b.input("x", {2, 4, 7, 9});
+    int y = conv_3x3(b, x, true, 1, 92);
+    int shifted = b.node("Add", {y, b.scalar("three", c == kShiftNotThree ? 2.5f : 3.f)}, {}, 4);
+    int clip = b.node("Clip", {shifted, b.scalar("lo", 0.f), b.scalar("hi", c == kClipToFive ? 5.f : 6.f)}, {}, 4);
+    int other = c == kProductOfOtherValue ? b.node("Relu", {y}, {}, 4) : y;
+    int p = b.node("Mul", {other, clip}, {}, 4);
+    b.output(b.node("Div", {p, b.scalar("six", c == kDivideBySeven ? 7.f : 6.f)}, {}, 4));
+    if (c == kClipReadTwice) b.output(clip);
+    expect_same(b.g, {GraphBuilder::random_tensor({2, 4, 7, 9}, 93, 3.f)}, "Conv", 1e-4f);
+    EXPECT_EQ(optimized_size(b.g), c == kProductOfOtherValue ? 6u : 5u);
+  }
+}
