@@ -326,12 +326,12 @@ TEST(ConstantFolding, ShapeArithmeticOnConstantsDisappears) {
 
 namespace {
 
-// x [2, 4, 7, 9] → Conv 3x3 (pads 1, optional bias, `group`) with 6 output channels.
-int conv_3x3(GraphBuilder& b, int x, bool bias, int64_t group, unsigned seed) {
+// x [2, C, 7, 9] → Conv 3x3 (pads 1, optional bias, `group`) with 6 output channels.
+int conv_3x3(GraphBuilder& b, int x, bool bias, int64_t group, unsigned seed, int64_t channels = 4) {
   Attributes a;
   a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
   a.set("group", group);
-  std::vector<int> in = {x, b.random("w" + std::to_string(seed), {6, 4 / group, 3, 3}, seed, 0.4f)};
+  std::vector<int> in = {x, b.random("w" + std::to_string(seed), {6, channels / group, 3, 3}, seed, 0.4f)};
   if (bias) in.push_back(b.random("b" + std::to_string(seed), {6}, seed + 1));
   int y = b.node("Conv", in, a, 4);
   b.set_shape(y, {2, 6, 7, 9});
@@ -401,21 +401,49 @@ TEST(FusionPasses, ConvAffineLeavesWhatDoesNotFold) {
   }
 }
 
-TEST(FusionPasses, ConvAffineFoldsOnlyBeforeTheActivation) {
-  GraphBuilder b(11);
-  int x = b.input("x", {2, 4, 7, 9});
-  int y = conv_3x3(b, x, true, 1, 70);
-  y = b.node("Mul", {y, b.scalar("a", 2.f)}, {}, 4);
-  y = b.node("Relu", {y}, {}, 4);
-  b.output(b.node("Mul", {y, b.scalar("c", -3.f)}, {}, 4));
-  ir::Graph opt = b.g;
-  passes::PassContext ctx;
-  ctx.opt_level = 2;
-  ctx.evaluate = runtime::evaluate_node;
-  passes::optimize(opt, ctx);
-  EXPECT_EQ(count_op(opt, "FusedConv"), 1);
-  EXPECT_EQ(count_op(opt, "Mul"), 1);  // a negative scale after Relu must stay outside the weights
-  expect_same(b.g, {GraphBuilder::random_tensor({2, 4, 7, 9}, 71)}, "FusedConv", 1e-4f);
+TEST(FusionPasses, ConvAffineAfterTheActivationJoinsTheEpilogue) {
+  // A scalar map after the activation becomes output_scale/shift; a per-channel one stays.
+  for (bool per_channel : {false, true}) {
+    GraphBuilder b(11);
+    int x = b.input("x", {2, 4, 7, 9});
+    int y = conv_3x3(b, x, true, 1, 70);
+    y = b.node("Mul", {y, b.scalar("a", 2.f)}, {}, 4);
+    y = b.node("Relu", {y}, {}, 4);
+    y = b.node("Mul", {y, per_channel ? b.random("c", {6, 1, 1}, 72) : b.scalar("c", -3.f)}, {}, 4);
+    b.output(b.node("Sub", {y, b.scalar("d", 0.5f)}, {}, 4));
+    ir::Graph opt = b.g;
+    passes::PassContext ctx;
+    ctx.opt_level = 2;
+    ctx.evaluate = runtime::evaluate_node;
+    passes::optimize(opt, ctx);
+    EXPECT_EQ(count_op(opt, "FusedConv"), 1);
+    EXPECT_EQ(passes::count_nodes(opt), per_channel ? 3u : 1u);
+    expect_same(b.g, {GraphBuilder::random_tensor({2, 4, 7, 9}, 71)}, "FusedConv", 1e-4f);
+  }
+}
+
+TEST(FusionPasses, ConvPaddleBlockBecomesOneNode) {
+  // Conv → Mul → Add → HardSwish written out → Mul → Add, as in PP-OCRv4; and a residual sum
+  // followed by a scale.
+  for (bool residual : {false, true}) {
+    GraphBuilder b(11);
+    int x = b.input("x", {2, 6, 7, 9});
+    int y = conv_3x3(b, b.node("Relu", {x}, {}, 4), true, 1, 74, 6);
+    y = b.node("Mul", {b.scalar("a", 1.3f), y}, {}, 4);
+    y = b.node("Add", {y, b.scalar("b", 0.4f)}, {}, 4);
+    b.set_shape(y, {2, 6, 7, 9});  // the residual sum needs known equal shapes
+    if (residual) {
+      y = b.node("Add", {y, x}, {}, 4);
+      b.set_shape(y, {2, 6, 7, 9});
+    } else {
+      int c = b.node("Clip", {b.node("Add", {y, b.scalar("three", 3.f)}, {}, 4), b.scalar("lo", 0.f), b.scalar("hi", 6.f)}, {}, 4);
+      y = b.node("Div", {b.node("Mul", {y, c}, {}, 4), b.scalar("six", 6.f)}, {}, 4);
+    }
+    y = b.node("Mul", {b.scalar("c", 0.6f), y}, {}, 4);
+    b.output(b.node("Add", {y, b.scalar("d", -0.2f)}, {}, 4));
+    EXPECT_EQ(optimized_size(b.g), 2u);  // the Relu and one FusedConv
+    expect_same(b.g, {GraphBuilder::random_tensor({2, 6, 7, 9}, 75, 3.f)}, "FusedConv", 1e-4f);
+  }
 }
 
 TEST(FusionPasses, ConvAffineFoldsIntoPlainFusedConv) {

@@ -131,27 +131,33 @@ TEST(MatMulConv, MatMulRejectsMismatchedInnerDims) {
 }
 
 TEST(MatMulConv, FusedMatMulMatchesUnfused) {
-  const char* acts[] = {"", "Relu", "Gelu", "GeluTanh", "Sigmoid", "Tanh", "LeakyRelu"};
+  const char* acts[] = {"", "Relu", "Gelu", "GeluTanh", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid"};
   Tensor a = random_tensor({3, 11, 37}, 5, -2.f, 2.f), w = random_tensor({37, 29}, 6), bias = random_tensor({29}, 7);
   Shape ws;
   std::vector<float> plain = naive_matmul(a, w, ws);
-  for (const char* name : acts) {
-    Activation act = Activation::parse(name, {0.1f});
-    std::vector<float> want = plain;
-    for (size_t i = 0; i < want.size(); ++i) want[i] = act.apply(want[i] + bias.data<float>()[i % 29]);
-    Attributes attrs;
-    attrs.set("activation", std::string(name));
-    attrs.set("activation_params", std::vector<float>{0.1f});
-    for (bool const_w : {false, true}) {
-      SCOPED_TRACE(std::string(name) + (const_w ? " constant" : ""));
-      auto y = run_op("FusedMatMul", "mminfer", 1, attrs, {&a, &w, &bias}, {false, const_w, const_w});
-      expect_close(y[0], want, ws, 2e-4f);
-      auto nb = run_op("FusedMatMul", "mminfer", 1, attrs, {&a, &w}, {false, const_w});
-      std::vector<float> want_nb = plain;
-      for (float& v : want_nb) v = act.apply(v);
-      expect_close(nb[0], want_nb, ws, 2e-4f);
+  for (const char* name : acts)
+    for (bool scaled : {false, true}) {
+      Activation act = Activation::parse(name, {0.1f});
+      float s = scaled ? -1.25f : 1.f, t = scaled ? 0.5f : 0.f;  // output_scale / output_shift
+      std::vector<float> want = plain;
+      for (size_t i = 0; i < want.size(); ++i) want[i] = act.apply(want[i] + bias.data<float>()[i % 29]) * s + t;
+      Attributes attrs;
+      attrs.set("activation", std::string(name));
+      attrs.set("activation_params", std::vector<float>{0.1f});
+      if (scaled) {
+        attrs.set("output_scale", s);
+        attrs.set("output_shift", t);
+      }
+      for (bool const_w : {false, true}) {
+        SCOPED_TRACE(std::string(name) + (const_w ? " constant" : "") + (scaled ? " scaled" : ""));
+        auto y = run_op("FusedMatMul", "mminfer", 1, attrs, {&a, &w, &bias}, {false, const_w, const_w});
+        expect_close(y[0], want, ws, 2e-4f);
+        auto nb = run_op("FusedMatMul", "mminfer", 1, attrs, {&a, &w}, {false, const_w});
+        std::vector<float> want_nb = plain;
+        for (float& v : want_nb) v = act.apply(v) * s + t;
+        expect_close(nb[0], want_nb, ws, 2e-4f);
+      }
     }
-  }
 }
 
 // ---- Gemm ----
@@ -326,14 +332,22 @@ TEST(MatMulConv, FusedConvMatchesUnfused) {
     std::vector<float> conv = naive_conv(x, w, b.data<float>(), c.group, c.strides, c.dilations, resolved_pads(c), ws);
     Tensor z = random_tensor(ws, seed++, -2.f, 2.f);
     for (const A& a : acts)
-      for (bool with_z : {false, true}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        bool with_z = variant == 1;
+        // Variant 2: a scale and shift after the activation (folded Mul/Add), sign-flipping.
+        float scale = variant == 2 ? -0.7f : 1.f, shift = variant == 2 ? 0.3f : 0.f;
         Activation act = Activation::parse(a.name, a.params);
         std::vector<float> want = conv;
-        for (size_t i = 0; i < want.size(); ++i) want[i] = act.apply(want[i] + (with_z ? z.data<float>()[i] : 0.f));
+        for (size_t i = 0; i < want.size(); ++i)
+          want[i] = act.apply(want[i] + (with_z ? z.data<float>()[i] : 0.f)) * scale + shift;
         Attributes attrs = conv_attrs(c);
         attrs.set("activation", std::string(a.name));
         attrs.set("activation_params", a.params);
-        SCOPED_TRACE(std::string(a.name) + (with_z ? " with residual" : ""));
+        if (variant == 2) {
+          attrs.set("output_scale", scale);
+          attrs.set("output_shift", shift);
+        }
+        SCOPED_TRACE(std::string(a.name) + (with_z ? " with residual" : "") + (variant == 2 ? " scaled" : ""));
         std::vector<const Tensor*> in = {&x, &w, &b};
         if (with_z) in.push_back(&z);
         auto y = run_op("FusedConv", "mminfer", 1, attrs, in, {false, true, true, false});

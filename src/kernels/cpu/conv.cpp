@@ -35,7 +35,7 @@ class ConvKernel : public Kernel {
  public:
   ConvKernel(const KernelSpec& spec, bool fused) : fused_(fused) {
     attrs_ = read_conv_attrs(spec.a());
-    if (fused) act_ = Activation::parse(spec.a().get_string("activation", ""), spec.a().get_floats("activation_params"));
+    if (fused) act_ = Activation::from_attrs(spec.a());
     const Tensor* w = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
     if (w && w->dtype() == DType::kFloat32) const_w_ = w;
   }

@@ -98,7 +98,7 @@ void ConstWeightGemm::run(const float* a, int64_t M, float* y, const float* resi
 
 void apply_epilogue(float* y, int64_t rows, int64_t cols, const float* bias, const Activation& act,
                     const float* residual) {
-  if (!bias && !residual && act.kind == Activation::kNone) return;
+  if (!bias && !residual && act.identity()) return;
   parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* row = y + r * cols;
@@ -106,7 +106,7 @@ void apply_epilogue(float* y, int64_t rows, int64_t cols, const float* bias, con
         for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
       if (residual)
         for (int64_t c = 0; c < cols; ++c) row[c] += residual[r * cols + c];
-      if (act.kind != Activation::kNone)
+      if (!act.identity())
         for (int64_t c = 0; c < cols; ++c) row[c] = act.apply(row[c]);
     }
   });

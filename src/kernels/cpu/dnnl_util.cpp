@@ -1,5 +1,6 @@
 #include "kernels/cpu/dnnl_util.h"
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cpu/kernel.h"
@@ -28,7 +29,10 @@ dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims, dnnl::memory::da
   return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dt, plain_tag(dims.size()));
 }
 
-bool append_activation(dnnl::post_ops& ops, const Activation& act) {
+namespace {
+
+// The activation proper, without the trailing affine map.
+bool append_function(dnnl::post_ops& ops, const Activation& act) {
   using alg = dnnl::algorithm;
   switch (act.kind) {
     case Activation::kNone: return true;
@@ -47,6 +51,24 @@ bool append_activation(dnnl::post_ops& ops, const Activation& act) {
     case Activation::kSilu: ops.append_eltwise(1.f, alg::eltwise_swish, act.alpha, 0.f); return true;
   }
   return false;
+}
+
+}  // namespace
+
+bool append_activation(dnnl::post_ops& ops, const Activation& act) {
+  using alg = dnnl::algorithm;
+  if (act.kind == Activation::kHardSigmoid && act.has_affine()) {
+    // oneDNN 2.6 runs a second eltwise_linear in one chain with the first one's parameters, so
+    // the trailing map joins HardSigmoid's own linear step and moves the clip bounds instead:
+    // clip(u, 0, 1) * s + t == clip(u * s + t, between t and s + t).
+    float lo = act.shift, hi = act.scale + act.shift;
+    ops.append_eltwise(1.f, alg::eltwise_linear, act.scale * act.alpha, act.scale * act.beta + act.shift);
+    ops.append_eltwise(1.f, alg::eltwise_clip, std::min(lo, hi), std::max(lo, hi));
+    return true;
+  }
+  if (!append_function(ops, act)) return false;
+  if (act.has_affine()) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, act.scale, act.shift);
+  return true;
 }
 
 dnnl::memory reorder_if_needed(const dnnl::memory& src, const dnnl::memory::desc& want) {

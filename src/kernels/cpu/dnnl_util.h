@@ -19,7 +19,8 @@ dnnl::memory::format_tag plain_tag(size_t rank);
 // Plain tag for grouped weights (g, oc/g, ic/g, spatial...) of the given total rank.
 dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 
-// Appends the activation as eltwise post-ops; returns false when oneDNN has no equivalent.
+// Appends the activation (then its scale and shift) as eltwise post-ops; returns false when
+// oneDNN has no equivalent.
 bool append_activation(dnnl::post_ops& ops, const Activation& act);
 
 // Copies `src` (described by src_md) into a new memory of `want` layout, or returns it as is

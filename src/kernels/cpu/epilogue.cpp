@@ -50,4 +50,11 @@ Activation Activation::parse(const std::string& name, const std::vector<float>& 
   return a;
 }
 
+Activation Activation::from_attrs(const Attributes& a) {
+  Activation act = parse(a.get_string("activation", ""), a.get_floats("activation_params"));
+  act.scale = a.get_float("output_scale", 1.f);
+  act.shift = a.get_float("output_shift", 0.f);
+  return act;
+}
+
 }  // namespace mminfer::kernels

@@ -1,11 +1,14 @@
 // What fused MatMul/Gemm/Conv kernels apply after the product: a per-output-channel bias and an
 // activation. Graph-fusion passes build mminfer::FusedMatMul / mminfer::FusedConv nodes whose
-// "activation" (and optional "activation_params") attributes parse into an Activation here.
+// "activation" (and optional "activation_params", "output_scale", "output_shift") attributes
+// parse into an Activation here.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/attributes.h"
 
 namespace mminfer::kernels {
 
@@ -26,15 +29,26 @@ struct Activation {
   Kind kind = kNone;
   float alpha = 0.f;
   float beta = 0.f;
+  // Then y * scale + shift: a constant Mul/Add that followed the activation (Paddle exports).
+  float scale = 1.f;
+  float shift = 0.f;
 
   // Names follow the ONNX ops they replace: "" / "None", "Relu", "LeakyRelu", "Clip", "HardSigmoid",
   // "HardSwish", "Sigmoid", "Tanh", "Gelu" (erf), "GeluTanh" (FastGelu), "Silu". `params` are the
   // op's attributes in that order (LeakyRelu: alpha; Clip: min, max; HardSigmoid: alpha, beta);
   // missing ones take the ONNX defaults. Throws Error on an unknown name.
   static Activation parse(const std::string& name, const std::vector<float>& params = {});
+  // A fused node's "activation", "activation_params", "output_scale" and "output_shift".
+  static Activation from_attrs(const Attributes& a);
+
+  bool identity() const { return kind == kNone && scale == 1.f && shift == 0.f; }
+  bool has_affine() const { return scale != 1.f || shift != 0.f; }
 
   // The plain scalar definition; the reference every fused path is tested against.
-  float apply(float x) const {
+  float apply(float x) const { return has_affine() ? function(x) * scale + shift : function(x); }
+
+ private:
+  float function(float x) const {
     switch (kind) {
       case kNone: return x;
       case kRelu: return x > 0.f ? x : 0.f;

@@ -69,9 +69,7 @@ void matmul_reference(const MatMulShape& s, const T* a, const T* b, T* y) {
 class MatMulKernel : public Kernel {
  public:
   MatMulKernel(const KernelSpec& spec, bool fused) : fused_(fused) {
-    if (fused) {
-      act_ = Activation::parse(spec.a().get_string("activation", ""), spec.a().get_floats("activation_params"));
-    }
+    if (fused) act_ = Activation::from_attrs(spec.a());
     // Constant float32 weights of rank <= 2 are packed now, with bias and activation fused.
     const Tensor* w = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
     const Tensor* bias = fused && spec.constant_inputs.size() > 2 ? spec.constant_inputs[2] : nullptr;
