@@ -416,6 +416,15 @@ TEST(MatMulConv, ConvTransposeMatchesNaive) {
       {{1, 6, 7, 7}, {6, 1, 4, 4}, 6, {2, 2}, {1, 1}, {1, 1, 1, 1}, {0, 0}},   // depthwise
       {{2, 3, 9}, {3, 4, 3}, 1, {3}, {1}, {2, 0}, {2}},                        // 1-D
       {{1, 2, 3, 4, 3}, {2, 2, 2, 2, 3}, 1, {2, 1, 2}, {1, 2, 1}, {0, 1, 0, 1, 0, 0}, {1, 0, 0}},  // 3-D
+      // stride == kernel (the tiled GEMM path): one output channel, odd sizes, several tiles
+      {{2, 24, 37, 41}, {24, 1, 2, 2}, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}},
+      {{1, 5, 9, 7}, {5, 3, 3, 2}, 1, {3, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}},
+      {{2, 96, 20, 130}, {96, 24, 2, 2}, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}},
+      {{2, 3, 11}, {3, 2, 4}, 1, {4}, {1}, {0, 0}, {0}},
+      {{1, 4, 3, 5}, {4, 2, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, {0, 0}},
+      // stride == kernel but not tiled: output padding, groups
+      {{1, 4, 5, 6}, {4, 3, 2, 2}, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}, {1, 0}},
+      {{1, 4, 5, 6}, {4, 3, 2, 2}, 2, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}},
   };
   unsigned seed = 500;
   for (const Case& c : cases) {
@@ -433,6 +442,8 @@ TEST(MatMulConv, ConvTransposeMatchesNaive) {
       SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w) + (const_w ? " constant" : ""));
       auto y = run_op("ConvTranspose", "", 11, a, {&x, &w, &b}, {false, const_w, const_w});
       expect_close(y[0], want, ws);
+      auto nb = run_op("ConvTranspose", "", 11, a, {&x, &w}, {false, const_w});
+      expect_close(nb[0], naive_conv_transpose(x, w, nullptr, c.group, c.strides, c.dilations, c.pads, c.out_pad, ws), ws);
     }
     // The same output through output_shape instead of pads/output_padding: with NOTSET the
     // larger half of the padding goes first, so compare only when that matches.

@@ -1,11 +1,13 @@
 // ConvTranspose on oneDNN deconvolution. Padding that oneDNN cannot express (negative, from
 // output_padding or a large output_shape) is handled by running with the padding clamped at zero
 // and then cropping/extending into the output; positions no input reaches hold the bias.
+// Non-overlapping upsampling (stride == kernel) takes the GEMM path in conv_transpose_tiles.h.
 #include <map>
 #include <memory>
 #include <mutex>
 
 #include "kernels/cpu/conv_common.h"
+#include "kernels/cpu/conv_transpose_tiles.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/matmul_common.h"
 #include "kernels/cpu/registry.h"
@@ -134,6 +136,10 @@ class ConvTransposeKernel : public Kernel {
   }
 
   void run_f32(const ConvGeometry& g, const float* x, const Tensor& w, const float* bias, float* y, bool may_use_const) {
+    if (conv_transpose_is_tiling(g)) {
+      conv_transpose_tiles(g, x, static_cast<const float*>(w.raw()), bias, y);
+      return;
+    }
     bool use_const = may_use_const && const_w_ && const_w_->raw() == w.raw();
     Shape xs = {g.N, g.C};
     xs.insert(xs.end(), g.in.begin(), g.in.end());
