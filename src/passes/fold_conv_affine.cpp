@@ -14,9 +14,10 @@ struct ChannelAffine {
   std::vector<float> scale, shift;
 };
 
+// Channels-last FusedConvs are left alone: their channel axis is the last one.
 bool is_fused_conv(const ir::Node& n) {
   return !n.removed && n.domain == "mminfer" && n.op_type == "FusedConv" && !n.inputs.empty() && n.inputs[0] >= 0 &&
-         !n.outputs.empty() && n.outputs[0] >= 0;
+         !n.outputs.empty() && n.outputs[0] >= 0 && n.attrs.get_int("channels_last", 0) == 0;
 }
 
 // FusedConv that already applies something after the product: the map must follow it.

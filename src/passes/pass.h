@@ -39,6 +39,7 @@ bool fuse_conv_activation(ir::Graph& g, const PassContext& ctx);
 bool fuse_matmul_bias(ir::Graph& g, const PassContext& ctx);
 bool fuse_gelu(ir::Graph& g, const PassContext& ctx);
 bool fuse_layer_norm(ir::Graph& g, const PassContext& ctx);
+bool conv_channels_last(ir::Graph& g, const PassContext& ctx);
 
 struct PassReport {
   size_t nodes_before = 0, nodes_after = 0;

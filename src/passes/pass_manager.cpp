@@ -50,6 +50,15 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
     }
     if (!changed) break;
   }
+  // Layout choices hide ops from the fusion patterns, so they run once the graph is final.
+  static const std::vector<Pass> kLayoutPasses = {
+      {"conv_channels_last", 2, conv_channels_last},
+  };
+  for (const Pass& p : kLayoutPasses) {
+    if (ctx.opt_level < p.min_level) continue;
+    g.relink();
+    if (p.run(g, ctx)) report.applied.push_back(p.name);
+  }
   // Drop removed nodes so later stages see a compact list.
   g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) { return n.removed; }),
                 g.nodes.end());

@@ -521,3 +521,93 @@ TEST(FusionPasses, ConvDecomposedHardSwishLookalikesStay) {
     EXPECT_EQ(optimized_size(b.g), c == kProductOfOtherValue ? 6u : 5u);
   }
 }
+
+namespace {
+
+ir::Graph optimized(const ir::Graph& g) {
+  ir::Graph opt = g;
+  passes::PassContext ctx;
+  ctx.opt_level = 2;
+  ctx.evaluate = runtime::evaluate_node;
+  passes::optimize(opt, ctx);
+  return opt;
+}
+
+int count_channels_last(const ir::Graph& g) {
+  int n = 0;
+  for (auto& node : g.nodes) n += !node.removed && node.op_type == "FusedConv" && node.attrs.get_int("channels_last", 0) == 1;
+  return n;
+}
+
+Attributes conv_pads(int64_t k, int64_t group = 1) {
+  Attributes a;
+  a.set("pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2});
+  a.set("group", group);
+  return a;
+}
+
+}  // namespace
+
+TEST(FusionPasses, ConvChainRunsChannelsLast) {
+  // x → Conv 3x3 + Relu → depthwise 5x5 + HardSwish → 1x1 with a residual → two readers.
+  GraphBuilder b(14);
+  int x = b.input("x", {2, 5, 11, 13});
+  int y = b.node("Conv", {x, b.random("w1", {8, 5, 3, 3}, 100, 0.3f), b.random("b1", {8}, 101)}, conv_pads(3), 4);
+  y = b.node("Relu", {y}, {}, 4);
+  y = b.node("Conv", {y, b.random("w2", {8, 1, 5, 5}, 102, 0.3f)}, conv_pads(5, 8), 4);
+  b.set_shape(y, {2, 8, 11, 13});
+  y = b.node("HardSwish", {y}, {}, 4);
+  b.set_shape(y, {2, 8, 11, 13});
+  int z = b.node("Conv", {y, b.random("w3", {8, 8, 1, 1}, 103, 0.3f), b.random("b3", {8}, 104)}, conv_pads(1), 4);
+  b.set_shape(z, {2, 8, 11, 13});
+  z = b.node("Add", {z, y}, {}, 4);
+  b.set_shape(z, {2, 8, 11, 13});
+  b.output(b.node("Sigmoid", {z}, {}, 4));
+  b.output(z);
+  ir::Graph opt = optimized(b.g);
+  EXPECT_EQ(count_channels_last(opt), 3);
+  EXPECT_EQ(count_op(opt, "Transpose"), 2);  // x in, the sum back out (read by Sigmoid and the graph)
+  expect_same(b.g, {GraphBuilder::random_tensor({2, 5, 11, 13}, 105, 2.f)}, "FusedConv", 1e-4f);
+}
+
+TEST(FusionPasses, ChannelsLastLeavesLoneConvsAndOtherRanks) {
+  GraphBuilder b(11);
+  int x = b.input("x", {2, 5, 11, 13});
+  int y = b.node("Conv", {x, b.random("w1", {6, 5, 3, 3}, 110, 0.3f)}, conv_pads(3), 4);  // lone: Softmax follows
+  y = b.node("Softmax", {y}, {}, 4);
+  int s = b.input("s", {2, 5, 17});
+  Attributes one_d;
+  one_d.set("pads", std::vector<int64_t>{1, 1});
+  int t = b.node("Conv", {s, b.random("w2", {5, 5, 3}, 111, 0.3f)}, one_d, 3);  // 1-D chain
+  t = b.node("Conv", {t, b.random("w3", {4, 5, 3}, 112, 0.3f)}, one_d, 3);
+  int bad = b.node("Conv", {y}, {}, 4);  // malformed: no weights
+  b.output(y);
+  b.output(t);
+  ir::Graph opt = optimized(b.g);
+  EXPECT_EQ(count_channels_last(opt), 0);
+  EXPECT_EQ(count_op(opt, "Transpose"), 0);
+  (void)bad;
+}
+
+TEST(FusionPasses, ChannelsLastResidualFromOtherOpsAndSharedInputs) {
+  // Two convs read the same NCHW input (one Transpose serves both); a residual from a
+  // non-conv op is converted on its own.
+  GraphBuilder b(11);
+  int x = b.input("x", {1, 4, 9, 10});
+  int a = b.node("Conv", {x, b.random("wa", {4, 4, 1, 1}, 120, 0.5f)}, conv_pads(1), 4);
+  int c = b.node("Conv", {x, b.random("wc", {4, 4, 3, 3}, 121, 0.3f)}, conv_pads(3), 4);
+  b.set_shape(a, {1, 4, 9, 10});
+  b.set_shape(c, {1, 4, 9, 10});
+  int r = b.node("Tanh", {x}, {}, 4);
+  b.set_shape(r, {1, 4, 9, 10});
+  int d = b.node("Conv", {a, b.random("wd", {4, 4, 3, 3}, 122, 0.3f)}, conv_pads(3), 4);
+  b.set_shape(d, {1, 4, 9, 10});
+  d = b.node("Add", {d, r}, {}, 4);
+  b.set_shape(d, {1, 4, 9, 10});
+  int e = b.node("Conv", {c, b.random("we", {4, 4, 1, 1}, 123, 0.5f)}, conv_pads(1), 4);
+  b.output(b.node("Add", {d, e}, {}, 4));
+  ir::Graph opt = optimized(b.g);
+  EXPECT_EQ(count_channels_last(opt), 4);
+  EXPECT_EQ(count_op(opt, "Transpose"), 4);  // x and the residual in; d and e out to the Add
+  expect_same(b.g, {GraphBuilder::random_tensor({1, 4, 9, 10}, 124, 2.f)}, "FusedConv", 1e-4f);
+}

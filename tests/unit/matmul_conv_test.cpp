@@ -356,6 +356,55 @@ TEST(MatMulConv, FusedConvMatchesUnfused) {
   }
 }
 
+// [N, C, spatial...] <-> [N, spatial..., C], by index arithmetic.
+Tensor to_channels_last(const Tensor& t, bool back = false) {
+  Shape s = t.shape(), o = s;
+  int64_t N = s[0], C = back ? s.back() : s[1], plane = t.numel() / std::max<int64_t>(N * C, 1);
+  if (back) {
+    o = {N, C};
+    o.insert(o.end(), s.begin() + 1, s.end() - 1);
+  } else {
+    o = {N};
+    o.insert(o.end(), s.begin() + 2, s.end());
+    o.push_back(C);
+  }
+  Tensor r = Tensor::empty(DType::kFloat32, o);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < plane; ++p) {
+        int64_t nchw = (n * C + c) * plane + p, nhwc = (n * plane + p) * C + c;
+        r.data<float>()[back ? nchw : nhwc] = t.data<float>()[back ? nhwc : nchw];
+      }
+  return r;
+}
+
+TEST(MatMulConv, ChannelsLastFusedConvMatchesNaive) {
+  unsigned seed = 700;
+  std::vector<ConvCase> cases = conv_cases();
+  cases.push_back({{1, 19, 13, 11}, {19, 1, 5, 5}, 19, {2, 1}, {1, 1}, {2, 2, 2, 2}});  // odd depthwise, stride (2, 1)
+  cases.push_back({{2, 17, 9, 10}, {33, 17, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}});   // odd pointwise
+  for (const ConvCase& c : cases)
+    for (bool with_z : {false, true}) {
+      SCOPED_TRACE(shape_str(c.x) + " * " + shape_str(c.w) + " group " + std::to_string(c.group) + (with_z ? " with residual" : ""));
+      Tensor x = random_tensor(c.x, seed++, -3.f, 3.f), w = random_tensor(c.w, seed++), b = random_tensor({c.w[0]}, seed++);
+      Shape ws;
+      std::vector<float> want = naive_conv(x, w, b.data<float>(), c.group, c.strides, c.dilations, resolved_pads(c), ws);
+      Tensor z = random_tensor(ws, seed++, -2.f, 2.f);
+      Activation act = Activation::parse("HardSwish");
+      for (size_t i = 0; i < want.size(); ++i) want[i] = act.apply(want[i] + (with_z ? z.data<float>()[i] : 0.f)) * 0.5f - 1.f;
+      Attributes attrs = conv_attrs(c);
+      attrs.set("activation", std::string("HardSwish"));
+      attrs.set("output_scale", 0.5f);
+      attrs.set("output_shift", -1.f);
+      attrs.set("channels_last", int64_t(1));
+      Tensor xl = to_channels_last(x), zl = to_channels_last(z);
+      std::vector<const Tensor*> in = {&xl, &w, &b};
+      if (with_z) in.push_back(&zl);
+      auto y = run_op("FusedConv", "mminfer", 1, attrs, in, {false, true, true, false});
+      expect_close(to_channels_last(y[0], true), want, ws, 2e-4f);
+    }
+}
+
 // ---- ConvTranspose ----
 
 // Scatter form: every input pixel adds its kernel window into the (uncropped) output.

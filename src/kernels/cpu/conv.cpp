@@ -1,6 +1,8 @@
 // Conv and mminfer::FusedConv (Conv + bias + optional residual sum + activation) on oneDNN.
 // Constant weights are reordered once into the primitive's preferred (blocked) layout; a
 // primitive is kept per input shape. Activations and the residual sum ride along as post-ops.
+// FusedConv with channels_last = 1 reads X and Z and writes Y as [N, spatial..., C] (see the
+// conv_channels_last pass): chains of convs then skip the layout conversions oneDNN needs.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +38,7 @@ class ConvKernel : public Kernel {
   ConvKernel(const KernelSpec& spec, bool fused) : fused_(fused) {
     attrs_ = read_conv_attrs(spec.a());
     if (fused) act_ = Activation::from_attrs(spec.a());
+    channels_last_ = fused && spec.a().get_int("channels_last", 0) != 0;
     const Tensor* w = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
     if (w && w->dtype() == DType::kFloat32) const_w_ = w;
   }
@@ -44,13 +47,14 @@ class ConvKernel : public Kernel {
     const Tensor& x = need_input(in, 0, "X");
     const Tensor& w = need_input(in, 1, "W");
     if (x.dtype() != w.dtype()) fail(std::string("X and W dtypes differ: ") + dtype_name(x.dtype()) + " vs " + dtype_name(w.dtype()));
-    ConvGeometry g = conv_geometry(attrs_, x.shape(), w.shape());
+    ConvGeometry g = geometry(x.shape(), w.shape());
     check_conv_bias(in, x, g.OC);
+    Shape y_shape = stored_shape(g.out_shape);
     if (fused_ && in.size() > 3 && in[3]) {
-      if (in[3]->shape() != g.out_shape) fail("Z must have the output shape " + shape_str(g.out_shape) + ", got " + shape_str(in[3]->shape()));
+      if (in[3]->shape() != y_shape) fail("Z must have the output shape " + shape_str(y_shape) + ", got " + shape_str(in[3]->shape()));
       if (in[3]->dtype() != x.dtype()) fail("Z dtype differs from X");
     }
-    out[0] = {x.dtype(), g.out_shape};
+    out[0] = {x.dtype(), y_shape};
   }
 
   void run(const Inputs& in, Outputs& out) override {
@@ -59,7 +63,7 @@ class ConvKernel : public Kernel {
     const Tensor* b = in.size() > 2 ? in[2] : nullptr;
     const Tensor* z = fused_ && in.size() > 3 ? in[3] : nullptr;
     Tensor& y = *out[0];
-    ConvGeometry g = conv_geometry(attrs_, x.shape(), w.shape());
+    ConvGeometry g = geometry(x.shape(), w.shape());
     if (y.numel() == 0) return;
     if (x.dtype() == DType::kFloat32) {
       run_f32(g, x.data<float>(), w, b ? b->data<float>() : nullptr, z ? z->data<float>() : nullptr, y.data<float>());
@@ -74,6 +78,26 @@ class ConvKernel : public Kernel {
   }
 
  private:
+  // Geometry from X as stored: channels-last X is [N, spatial..., C].
+  ConvGeometry geometry(const Shape& x, const Shape& w) const {
+    if (!channels_last_ || x.size() < 3) return conv_geometry(attrs_, x, w);
+    Shape nchw = {x[0], x.back()};
+    nchw.insert(nchw.end(), x.begin() + 1, x.end() - 1);
+    return conv_geometry(attrs_, nchw, w);
+  }
+  // [N, C, spatial...] as stored.
+  Shape stored_shape(const Shape& nchw) const {
+    if (!channels_last_) return nchw;
+    Shape s = {nchw[0]};
+    s.insert(s.end(), nchw.begin() + 2, nchw.end());
+    s.push_back(nchw[1]);
+    return s;
+  }
+  // oneDNN's view of an activation tensor with logical dims [N, C, spatial...].
+  dnnl::memory::desc stored_desc(const Shape& nchw) const {
+    return channels_last_ ? channels_last_desc(nchw) : plain_desc(nchw);
+  }
+
   struct Plan {
     dnnl::convolution_forward prim;
     dnnl::memory::desc src_md, dst_md, w_md;  // the primitive's layouts
@@ -95,7 +119,9 @@ class ConvKernel : public Kernel {
     std::vector<int64_t> dil(g.dilation.size());
     for (size_t i = 0; i < dil.size(); ++i) dil[i] = g.dilation[i] - 1;  // oneDNN counts from 0
     try {
-      dnnl::memory::desc src_any(to_dims(xs), dt::f32, tag::any), dst_any(to_dims(ys), dt::f32, tag::any);
+      // Channels-last tensors are used as they are stored; otherwise oneDNN picks a layout.
+      dnnl::memory::desc src_any = channels_last_ ? stored_desc(xs) : dnnl::memory::desc(to_dims(xs), dt::f32, tag::any);
+      dnnl::memory::desc dst_any = channels_last_ ? stored_desc(ys) : dnnl::memory::desc(to_dims(ys), dt::f32, tag::any);
       dnnl::memory::desc w_any(to_dims(wdims), dt::f32, tag::any);
       dnnl::memory::desc bias_md({g.OC}, dt::f32, tag::a);
       dnnl::primitive_attr attr;
@@ -145,18 +171,18 @@ class ConvKernel : public Kernel {
     auto& eng = dnnl_engine();
     auto& strm = dnnl_stream();
     try {
-      dnnl::memory x_mem(plain_desc(xs), eng, const_cast<float*>(x));
+      dnnl::memory x_mem(stored_desc(xs), eng, const_cast<float*>(x));
       dnnl::memory src = reorder_if_needed(x_mem, p.src_md);
       dnnl::memory wmem = p.packed_w;
       if (!use_const) {
         dnnl::memory plain(conv_weights_desc(w.shape(), g.G), eng, const_cast<void*>(w.raw()));
         wmem = reorder_if_needed(plain, p.w_md);
       }
-      dnnl::memory y_mem(plain_desc(g.out_shape), eng, y);
+      dnnl::memory y_mem(stored_desc(g.out_shape), eng, y);
       bool direct = p.dst_md == y_mem.get_desc();
       dnnl::memory dst = direct ? y_mem : dnnl::memory(p.dst_md, eng);
       if (z) {  // the sum post-op adds what dst already holds
-        dnnl::memory z_mem(plain_desc(g.out_shape), eng, const_cast<float*>(z));
+        dnnl::memory z_mem(stored_desc(g.out_shape), eng, const_cast<float*>(z));
         dnnl::reorder(z_mem, dst).execute(strm, z_mem, dst);
       }
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wmem}, {DNNL_ARG_DST, dst}};
@@ -171,6 +197,7 @@ class ConvKernel : public Kernel {
   }
 
   bool fused_;
+  bool channels_last_ = false;
   ConvAttrs attrs_;
   Activation act_;
   const Tensor* const_w_ = nullptr;

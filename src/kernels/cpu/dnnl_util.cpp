@@ -29,6 +29,20 @@ dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims, dnnl::memory::da
   return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dt, plain_tag(dims.size()));
 }
 
+dnnl::memory::desc channels_last_desc(const std::vector<int64_t>& nchw_dims) {
+  size_t r = nchw_dims.size();
+  dnnl::memory::dims strides(r);
+  int64_t stride = 1;
+  strides[1] = stride;
+  stride *= nchw_dims[1];
+  for (size_t i = r; i-- > 2;) {
+    strides[i] = stride;
+    stride *= nchw_dims[i];
+  }
+  strides[0] = stride;
+  return dnnl::memory::desc(dnnl::memory::dims(nchw_dims.begin(), nchw_dims.end()), dnnl::memory::data_type::f32, strides);
+}
+
 namespace {
 
 // The activation proper, without the trailing affine map.

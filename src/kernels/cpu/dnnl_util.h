@@ -19,6 +19,9 @@ dnnl::memory::format_tag plain_tag(size_t rank);
 // Plain tag for grouped weights (g, oc/g, ic/g, spatial...) of the given total rank.
 dnnl::memory::desc plain_desc(const std::vector<int64_t>& dims, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 
+// Logical [N, C, spatial...] stored channels-last, as [N, spatial..., C].
+dnnl::memory::desc channels_last_desc(const std::vector<int64_t>& nchw_dims);
+
 // Appends the activation (then its scale and shift) as eltwise post-ops; returns false when
 // oneDNN has no equivalent.
 bool append_activation(dnnl::post_ops& ops, const Activation& act);
