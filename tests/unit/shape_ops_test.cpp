@@ -104,6 +104,26 @@ TEST(ShapeOpsTranspose, TwoDAndLastTwoDimsOnOddSizes) {
   check_transpose<uint32_t>({0, 5, 3}, {2, 0, 1}, rng);  // zero-sized: nothing to copy, no crash
 }
 
+TEST(ShapeOpsTranspose, ChannelMovesMatchNaive) {
+  // Float32 NCHW <-> NHWC moves with a short last dim go through oneDNN's reorder.
+  std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
+      {{2, 3, 19, 21}, {0, 2, 3, 1}},   {{1, 7, 5, 33}, {0, 2, 3, 1}},  {{2, 9, 5, 7}, {0, 3, 1, 2}},
+      {{3, 2, 11}, {0, 2, 1}},          {{1, 4, 3, 5, 6}, {0, 2, 3, 4, 1}}, {{1, 5, 4, 3, 2}, {0, 4, 1, 2, 3}},
+      {{2, 40, 6, 9}, {0, 2, 3, 1}},    {{0, 3, 4, 5}, {0, 2, 3, 1}},
+  };
+  for (auto& [shape, perm] : cases) {
+    SCOPED_TRACE(shape_str(shape));
+    Tensor x = iota_f32(shape);
+    Attributes a;
+    a.set("perm", perm);
+    Tensor y = run_op("Transpose", 13, a, {&x})[0];
+    std::vector<float> want(static_cast<size_t>(x.numel()));
+    layout::transpose_naive(x.raw(), want.data(), 4, shape, perm);
+    ASSERT_EQ(y.shape(), layout::permuted_shape(shape, perm));
+    EXPECT_EQ(values(y), want);
+  }
+}
+
 TEST(ShapeOpsTranspose, StridedCopyWithNegativeAndZeroStrides) {
   std::mt19937 rng(3);
   std::vector<uint32_t> src(6 * 7 * 9);
