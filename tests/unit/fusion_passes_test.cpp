@@ -91,9 +91,15 @@ TEST(FusionPasses, AttentionWithScaleAndMask) {
 // and the Mul vanish into the Attention node, which reads and writes the heads in place. Masks
 // of every broadcast form, including one value per query row (broadcast along the keys).
 TEST(FusionPasses, AttentionAbsorbsHeadTransposes) {
-  for (Shape mask_shape : {Shape{}, Shape{2, 1, 5, 7}, Shape{5, 1}, Shape{1, 3, 1, 7}}) {
+  // The last case has 19 keys of depth 16: Kᵀ is gathered by 8x8 transposes plus edges.
+  struct Case {
+    Shape mask;
+    int64_t keys, depth;
+  };
+  for (Case c : {Case{{}, 7, 8}, Case{{2, 1, 5, 7}, 7, 8}, Case{{5, 1}, 7, 8}, Case{{1, 3, 1, 7}, 7, 8}, Case{{5, 19}, 19, 16}}) {
+    Shape mask_shape = c.mask;
     GraphBuilder b;
-    int q = b.input("q", {2, 5, 3, 8}), k = b.input("k", {2, 7, 3, 8}), v = b.input("v", {2, 7, 3, 6});
+    int q = b.input("q", {2, 5, 3, c.depth}), k = b.input("k", {2, c.keys, 3, c.depth}), v = b.input("v", {2, c.keys, 3, 6});
     int qt = b.node("Transpose", {q}, ints("perm", {0, 2, 1, 3}), 4);
     qt = b.node("Mul", {qt, b.scalar("qscale", 0.5f)}, {}, 4);
     int kt = b.node("Transpose", {k}, ints("perm", {0, 2, 3, 1}), 4);
@@ -105,8 +111,9 @@ TEST(FusionPasses, AttentionAbsorbsHeadTransposes) {
     s = b.node("Softmax", {s}, ax, 4);
     int o = b.node("MatMul", {s, vt}, {}, 4);
     b.output(b.node("Transpose", {o}, ints("perm", {0, 2, 1, 3}), 4));
-    std::vector<Tensor> in = {GraphBuilder::random_tensor({2, 5, 3, 8}, 42), GraphBuilder::random_tensor({2, 7, 3, 8}, 43),
-                              GraphBuilder::random_tensor({2, 7, 3, 6}, 44)};
+    std::vector<Tensor> in = {GraphBuilder::random_tensor({2, 5, 3, c.depth}, 42),
+                              GraphBuilder::random_tensor({2, c.keys, 3, c.depth}, 43),
+                              GraphBuilder::random_tensor({2, c.keys, 3, 6}, 44)};
     expect_same(b.g, in, "Attention");
     ir::Graph opt = b.g;
     passes::PassContext ctx;

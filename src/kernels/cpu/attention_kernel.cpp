@@ -8,6 +8,8 @@
 //   packed = [Nq, Nk, Nv], allowzero = [..]: Q, K and V come from one GEMM. Input 0 is its output
 //     P [..., Nq+Nk+Nv], inputs 1 and 2 are empty, inputs 4-6 are the Reshape targets each slice
 //     went through; each operand is read straight out of P.
+#include <immintrin.h>
+
 #include <algorithm>
 
 #include "core/parallel.h"
@@ -53,10 +55,42 @@ struct Operand {
   }
 };
 
-// Copies a [rows, cols] block with arbitrary strides into contiguous `dst`.
+// dst[8 x 8 at (i, j), row length `cols`] = the transpose of the 8 x 8 source block whose
+// rows (along j) are `col_stride` apart and contiguous along i.
+void transpose_8x8(const float* src, int64_t col_stride, float* dst, int64_t cols) {
+  __m256 r[8];
+  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src + k * col_stride);
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  __m256 o[8] = {_mm256_permute2f128_ps(s0, s4, 0x20), _mm256_permute2f128_ps(s1, s5, 0x20),
+                 _mm256_permute2f128_ps(s2, s6, 0x20), _mm256_permute2f128_ps(s3, s7, 0x20),
+                 _mm256_permute2f128_ps(s0, s4, 0x31), _mm256_permute2f128_ps(s1, s5, 0x31),
+                 _mm256_permute2f128_ps(s2, s6, 0x31), _mm256_permute2f128_ps(s3, s7, 0x31)};
+  for (int k = 0; k < 8; ++k) _mm256_storeu_ps(dst + k * cols, o[k]);
+}
+
+// Copies a [rows, cols] block with arbitrary strides into contiguous `dst`. Contiguous source
+// rows copy whole; contiguous source columns (Kᵀ read from K rows) go through 8x8 transposes.
 void gather_block(const float* src, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, float* dst) {
+  if (col_stride == 1) {
+    for (int64_t i = 0; i < rows; ++i) std::copy_n(src + i * row_stride, cols, dst + i * cols);
+    return;
+  }
+  int64_t i0 = 0, j0 = 0;
+  if (row_stride == 1) {
+    for (; i0 + 8 <= rows; i0 += 8)
+      for (int64_t j = 0; j + 8 <= cols; j += 8) transpose_8x8(src + i0 + j * col_stride, col_stride, dst + i0 * cols + j, cols);
+    j0 = cols / 8 * 8;
+  }
+  // What the 8x8 blocks did not cover: the bottom rows, and the right columns above them.
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = src[i * row_stride + j * col_stride];
+    for (int64_t j = i < i0 ? j0 : 0; j < cols; ++j) dst[i * cols + j] = src[i * row_stride + j * col_stride];
 }
 
 void check_perm(const std::vector<int64_t>& perm, size_t rank) {
