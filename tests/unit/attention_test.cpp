@@ -32,6 +32,13 @@ void check(const Case& c, bool all_masked_row = false) {
   p.out = ref.data();
   att::run_reference(p);
   for (size_t i = 0; i < fast.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 2e-5f * (1 + std::fabs(ref[i]))) << i;
+  if (att::has_avx512()) {  // the 512-bit tiles, on CPUs that have them
+    std::vector<float> wide(fast.size(), 3.f);
+    p.out = wide.data();
+    att::run_avx512(p, scratch.data());
+    for (size_t i = 0; i < wide.size(); ++i) ASSERT_NEAR(wide[i], ref[i], 2e-5f * (1 + std::fabs(ref[i]))) << "avx512 " << i;
+    p.out = fast.data();
+  }
   if (all_masked_row) {  // a row with every key masked averages V uniformly
     for (int64_t col = 0; col < c.dv; ++col) {
       float mean = 0;

@@ -158,23 +158,32 @@ void values_tile(const Problem& p, int64_t i0, int64_t keys, const float* s) {
 
 template <int R>
 void block(const Problem& p, int64_t i0, float* s) {
+  BlockKeys k = block_keys(p, i0, R);
+  scores_tile<R>(p, i0, k.seen, s);
+  softmax_rows(p, i0, R, s);
+  values_tile<R>(p, i0, k.used, s);
+}
+
+}  // namespace
+
+BlockKeys block_keys(const Problem& p, int64_t i0, int rows) {
   // Keys no row of the block can see need no scores; a row that sees none averages all keys.
-  int64_t seen = 0, used = 0;
-  for (int r = 0; r < R; ++r) {
+  BlockKeys k{0, 0};
+  for (int r = 0; r < rows; ++r) {
     int64_t v = visible_keys(p, i0 + r);
-    seen = std::max(seen, v);
-    used = std::max(used, v == 0 ? p.sk : v);
+    k.seen = std::max(k.seen, v);
+    k.used = std::max(k.used, v == 0 ? p.sk : v);
   }
-  scores_tile<R>(p, i0, seen, s);
-  for (int r = 0; r < R; ++r) {
+  return k;
+}
+
+void softmax_rows(const Problem& p, int64_t i0, int rows, float* s) {
+  for (int r = 0; r < rows; ++r) {
     float* row = s + r * p.sk;
     prepare_row(row, mask_row(p, i0 + r), p.sk, visible_keys(p, i0 + r), p.scale);
     softmax_simd::row_avx2(row, row, p.sk, false);
   }
-  values_tile<R>(p, i0, used, s);
 }
-
-}  // namespace
 
 void run_avx2(const Problem& p, float* scratch) {
   int64_t i0 = 0;

@@ -160,6 +160,7 @@ class AttentionKernel final : public Kernel {
     // layouts are packed per (batch, head) into scratch, which stays in cache.
     bool pack_q = q.stride[r - 1] != 1, pack_k = kv.stride[r - 1] != 1, pack_v = vv.stride[r - 1] != 1;
     bool pack_o = ov.stride[r - 1] != 1, pack_m = mask_t && mstride[r - 1] == 0 && sk > 1;
+    const bool avx512 = attention::has_avx512();
     parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> scratch(static_cast<size_t>(attention::kBlockRows * sk));
       std::vector<float> qbuf(pack_q ? sq * d : 0), kbuf(pack_k ? d * sk : 0), vbuf(pack_v ? sk * dv : 0);
@@ -205,7 +206,8 @@ class AttentionKernel final : public Kernel {
         if (sk == 0) {
           for (int64_t i = 0; i < sq; ++i) std::fill_n(p.out + i * p.out_stride, dv, 0.f);
         } else {
-          attention::run_avx2(p, scratch.data());
+          if (avx512) attention::run_avx512(p, scratch.data());
+          else attention::run_avx2(p, scratch.data());
         }
         if (pack_o)
           for (int64_t i = 0; i < sq; ++i)
