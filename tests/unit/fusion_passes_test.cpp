@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "graph_builder.h"
+#include "pass_test_util.h"
 #include "passes/pass.h"
 #include "passes/pattern.h"
 #include "runtime/executor.h"
@@ -15,17 +16,13 @@ using mminfer::DType;
 using mminfer::Shape;
 using mminfer::Tensor;
 using mminfer::testing::GraphBuilder;
+using mminfer::testing::count_op;
+using mminfer::testing::optimized;
 namespace ir = mminfer::ir;
 namespace passes = mminfer::passes;
 namespace runtime = mminfer::runtime;
 
 namespace {
-
-int count_op(const ir::Graph& g, const std::string& op) {
-  int n = 0;
-  for (auto& node : g.nodes) n += !node.removed && node.op_type == op;
-  return n;
-}
 
 std::vector<Tensor> run(const ir::Graph& g, const std::vector<Tensor>& inputs) {
   runtime::Executor ex(g);
@@ -115,11 +112,7 @@ TEST(FusionPasses, AttentionAbsorbsHeadTransposes) {
                               GraphBuilder::random_tensor({2, c.keys, 3, c.depth}, 43),
                               GraphBuilder::random_tensor({2, c.keys, 3, 6}, 44)};
     expect_same(b.g, in, "Attention");
-    ir::Graph opt = b.g;
-    passes::PassContext ctx;
-    ctx.opt_level = 2;
-    ctx.evaluate = runtime::evaluate_node;
-    EXPECT_EQ(passes::optimize(opt, ctx).nodes_after, 1u) << "Transposes or the scale Mul stayed";
+    EXPECT_EQ(passes::count_nodes(optimized(b.g)), 1u) << "Transposes or the scale Mul stayed";
   }
 }
 
@@ -167,11 +160,7 @@ TEST(FusionPasses, QkvProjectionsPackIntoOneGemm) {
   b.g.values[x].dims = {-1, 5, 6};  // a symbolic batch: nothing may fold it
   for (int64_t batch : {3, 1})
     expect_same(b.g, {GraphBuilder::random_tensor({batch, 5, 6}, 70)}, "Attention", 1e-4f);
-  ir::Graph opt = b.g;
-  passes::PassContext ctx;
-  ctx.opt_level = 2;
-  ctx.evaluate = runtime::evaluate_node;
-  passes::optimize(opt, ctx);
+  ir::Graph opt = optimized(b.g);
   EXPECT_EQ(count_op(opt, "FusedMatMul"), 1);
   for (auto& n : opt.nodes) {
     if (n.op_type != "Attention") continue;
@@ -257,11 +246,7 @@ TEST(FusionPasses, MatMulBiasResidual) {
     b.output(c.z_read_again ? b.node("Mul", {y, z}) : b.node("Neg", {y}));
     expect_same(b.g, {GraphBuilder::random_tensor({3, 13, 20}, 33), GraphBuilder::random_tensor(c.z, 34)},
                 "FusedMatMul", 1e-4f);
-    ir::Graph opt = b.g;
-    passes::PassContext ctx;
-    ctx.opt_level = 2;
-    ctx.evaluate = runtime::evaluate_node;
-    passes::optimize(opt, ctx);
+    ir::Graph opt = optimized(b.g);
     EXPECT_EQ(count_op(opt, "Add"), 0) << "the residual Add stayed apart";
   }
 }
@@ -274,11 +259,7 @@ TEST(FusionPasses, MatMulBiasQuickGeluAndSilu) {
     y = b.node("Add", {y, b.random("bias", {24}, 22)}, {}, 3);
     int gate = alpha == 1.f ? b.node("Sigmoid", {y}) : b.node("Sigmoid", {b.node("Mul", {y, b.scalar("a", alpha)})});
     b.output(b.node("Mul", {y, gate}));
-    ir::Graph opt = b.g;
-    passes::PassContext ctx;
-    ctx.opt_level = 2;
-    ctx.evaluate = runtime::evaluate_node;
-    EXPECT_EQ(passes::optimize(opt, ctx).nodes_after, 1u);  // one FusedMatMul with a Silu epilogue
+    EXPECT_EQ(passes::count_nodes(optimized(b.g)), 1u);  // one FusedMatMul with a Silu epilogue
     expect_same(b.g, {GraphBuilder::random_tensor({2, 7, 16}, 23)}, "FusedMatMul", 1e-4f);
   }
 }
@@ -418,11 +399,7 @@ TEST(FusionPasses, ConvAffineAfterTheActivationJoinsTheEpilogue) {
     y = b.node("Relu", {y}, {}, 4);
     y = b.node("Mul", {y, per_channel ? b.random("c", {6, 1, 1}, 72) : b.scalar("c", -3.f)}, {}, 4);
     b.output(b.node("Sub", {y, b.scalar("d", 0.5f)}, {}, 4));
-    ir::Graph opt = b.g;
-    passes::PassContext ctx;
-    ctx.opt_level = 2;
-    ctx.evaluate = runtime::evaluate_node;
-    passes::optimize(opt, ctx);
+    ir::Graph opt = optimized(b.g);
     EXPECT_EQ(count_op(opt, "FusedConv"), 1);
     EXPECT_EQ(passes::count_nodes(opt), per_channel ? 3u : 1u);
     expect_same(b.g, {GraphBuilder::random_tensor({2, 4, 7, 9}, 71)}, "FusedConv", 1e-4f);
@@ -472,11 +449,7 @@ TEST(FusionPasses, ConvAffineIgnoresMalformedNodes) {
   b.output(b.node("Mul", {no_w, b.scalar("a", 2.f)}, {}, 4));
   b.output(b.node("Mul", {omitted_w, b.scalar("c", 2.f)}, {}, 4));
   b.output(b.node("Mul", {one_input_mul, b.scalar("d", 2.f)}, {}, 4));
-  ir::Graph opt = b.g;
-  passes::PassContext ctx;
-  ctx.opt_level = 2;
-  ctx.evaluate = runtime::evaluate_node;
-  EXPECT_EQ(passes::optimize(opt, ctx).nodes_after, 7u);
+  EXPECT_EQ(passes::count_nodes(optimized(b.g)), 7u);
 }
 
 TEST(FusionPasses, ConvDecomposedHardSwish) {
@@ -531,14 +504,7 @@ TEST(FusionPasses, ConvDecomposedHardSwishLookalikesStay) {
 
 namespace {
 
-ir::Graph optimized(const ir::Graph& g) {
-  ir::Graph opt = g;
-  passes::PassContext ctx;
-  ctx.opt_level = 2;
-  ctx.evaluate = runtime::evaluate_node;
-  passes::optimize(opt, ctx);
-  return opt;
-}
+
 
 int count_channels_last(const ir::Graph& g) {
   int n = 0;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "graph_builder.h"
+#include "pass_test_util.h"
 #include "passes/pass.h"
 #include "runtime/executor.h"
 #include "runtime/node_kernel.h"
@@ -16,17 +17,12 @@ using mminfer::DType;
 using mminfer::Shape;
 using mminfer::Tensor;
 using mminfer::testing::GraphBuilder;
+using mminfer::testing::count_op;
 namespace ir = mminfer::ir;
 namespace passes = mminfer::passes;
 namespace runtime = mminfer::runtime;
 
 namespace {
-
-int count_op(const ir::Graph& g, const std::string& op) {
-  int n = 0;
-  for (auto& node : g.nodes) n += !node.removed && node.op_type == op;
-  return n;
-}
 
 const ir::Node& only_node(const ir::Graph& g, const std::string& op) {
   for (auto& node : g.nodes)
@@ -70,14 +66,7 @@ void read_by_nodes(GraphBuilder& b, const std::vector<int>& values) {
   for (int v : values) b.output(b.node("Cast", {v}, attr("to", int64_t(1))));
 }
 
-ir::Graph optimized(const ir::Graph& g) {
-  ir::Graph opt = g;
-  passes::PassContext ctx;
-  ctx.opt_level = 1;
-  ctx.evaluate = runtime::evaluate_node;
-  passes::optimize(opt, ctx);
-  return opt;
-}
+ir::Graph optimized(const ir::Graph& g) { return mminfer::testing::optimized(g, 1); }
 
 // Runs one pass alone, the way the pass manager calls it.
 bool run_pass(ir::Graph& g, bool (*pass)(ir::Graph&, const passes::PassContext&)) {

@@ -186,16 +186,7 @@ void softmax_rows(const Problem& p, int64_t i0, int rows, float* s) {
 }
 
 void run_avx2(const Problem& p, float* scratch) {
-  int64_t i0 = 0;
-  for (; i0 + kBlockRows <= p.sq; i0 += kBlockRows) block<kBlockRows>(p, i0, scratch);
-  switch (p.sq - i0) {
-    case 5: block<5>(p, i0, scratch); break;
-    case 4: block<4>(p, i0, scratch); break;
-    case 3: block<3>(p, i0, scratch); break;
-    case 2: block<2>(p, i0, scratch); break;
-    case 1: block<1>(p, i0, scratch); break;
-    default: break;
-  }
+  for_each_block(p.sq, [&]<int R>(int64_t i0) { block<R>(p, i0, scratch); });
 }
 
 }  // namespace attention

@@ -35,4 +35,20 @@ BlockKeys block_keys(const Problem& p, int64_t i0, int rows);
 // Raw scores of those rows (kBlockRows rows of p.sk in `s`) -> probabilities, in place.
 void softmax_rows(const Problem& p, int64_t i0, int rows, float* s);
 
+// Calls block.template operator()<R>(i0) for the query rows in tiles of kBlockRows, then the
+// remainder, so each ISA variant's tile sizes stay compile-time constants.
+template <typename Block>
+void for_each_block(int64_t sq, Block&& block) {
+  int64_t i0 = 0;
+  for (; i0 + kBlockRows <= sq; i0 += kBlockRows) block.template operator()<kBlockRows>(i0);
+  switch (sq - i0) {
+    case 5: block.template operator()<5>(i0); break;
+    case 4: block.template operator()<4>(i0); break;
+    case 3: block.template operator()<3>(i0); break;
+    case 2: block.template operator()<2>(i0); break;
+    case 1: block.template operator()<1>(i0); break;
+    default: break;
+  }
+}
+
 }  // namespace mminfer::kernels::attention

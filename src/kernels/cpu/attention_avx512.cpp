@@ -75,16 +75,7 @@ void block(const Problem& p, int64_t i0, float* s) {
 }  // namespace
 
 void run_avx512(const Problem& p, float* scratch) {
-  int64_t i0 = 0;
-  for (; i0 + kBlockRows <= p.sq; i0 += kBlockRows) block<kBlockRows>(p, i0, scratch);
-  switch (p.sq - i0) {
-    case 5: block<5>(p, i0, scratch); break;
-    case 4: block<4>(p, i0, scratch); break;
-    case 3: block<3>(p, i0, scratch); break;
-    case 2: block<2>(p, i0, scratch); break;
-    case 1: block<1>(p, i0, scratch); break;
-    default: break;
-  }
+  for_each_block(p.sq, [&]<int R>(int64_t i0) { block<R>(p, i0, scratch); });
 }
 
 bool has_avx512() {
