@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "modal/image/resize.h"
 #include "pipelines/ocr/ctc.h"
 
 namespace mminfer::ocr {
@@ -52,7 +53,7 @@ Tensor line_batch(const std::vector<const Image*>& crops, int width) {
     const Image& c = *crops[i];
     double ratio = static_cast<double>(c.width) / std::max(1, c.height);
     int w = std::clamp(static_cast<int>(std::ceil(48 * ratio)), 1, width);
-    normalize_into(resize_bilinear(c, w, 48), t.data<float>() + i * 3 * 48 * width, width, kHalf, kHalf);
+    normalize_into(image::resize(c, w, 48, image::ResizeFilter::kBicubic), t.data<float>() + i * 3 * 48 * width, width, kHalf, kHalf);
   }
   return t;
 }
@@ -87,7 +88,8 @@ std::vector<DetectedBox> OcrPipeline::detect(const Image& bgr) {
   return db_boxes(prob.data<float>(), h, w, bgr.width, bgr.height, options_.db);
 }
 
-void OcrPipeline::orient(std::vector<Image>& crops) {
+std::vector<size_t> OcrPipeline::orient(std::vector<Image>& crops) {
+  std::vector<size_t> turned;
   for (size_t start = 0; start < crops.size(); start += options_.rec_batch) {
     size_t end = std::min(crops.size(), start + options_.rec_batch);
     std::vector<const Image*> batch;
@@ -96,9 +98,10 @@ void OcrPipeline::orient(std::vector<Image>& crops) {
     if (probs.rank() != 2 || probs.dim(1) != 2) throw Error("the direction classifier returned " + shape_str(probs.shape()));
     for (size_t i = start; i < end; ++i) {
       const float* p = probs.data<float>() + (i - start) * 2;
-      if (p[1] > p[0] && p[1] > options_.cls_threshold) rotate_180(crops[i]);
+      if (p[1] > p[0] && p[1] > options_.cls_threshold) rotate_180(crops[i]), turned.push_back(i);
     }
   }
+  return turned;
 }
 
 std::vector<Decoded> OcrPipeline::recognize(const std::vector<Image>& crops) {
@@ -131,8 +134,18 @@ std::vector<OcrLine> OcrPipeline::run(const Image& rgb) {
   std::vector<DetectedBox> boxes = detect(bgr);
   std::vector<Image> crops;
   for (const DetectedBox& b : boxes) crops.push_back(crop_quad(bgr, b.quad));
-  if (cls_ && !crops.empty()) orient(crops);
+  std::vector<size_t> turned;
+  if (cls_ && !crops.empty()) turned = orient(crops);
   std::vector<Decoded> texts = crops.empty() ? std::vector<Decoded>{} : recognize(crops);
+  // The direction classifier is small and JPEG artefacts fool it; a line it turned is also read
+  // as it was, and the reading the recognizer is surer of wins.
+  if (!turned.empty()) {
+    std::vector<Image> upright;
+    for (size_t i : turned) upright.push_back(crops[i]), rotate_180(upright.back());
+    std::vector<Decoded> again = recognize(upright);
+    for (size_t k = 0; k < turned.size(); ++k)
+      if (again[k].score > texts[turned[k]].score) texts[turned[k]] = std::move(again[k]);
+  }
   std::vector<OcrLine> lines;
   for (size_t i = 0; i < boxes.size(); ++i)
     if (texts[i].score >= options_.drop_score && !texts[i].text.empty()) lines.push_back({texts[i].text, texts[i].score, boxes[i].quad});

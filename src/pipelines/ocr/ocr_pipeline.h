@@ -37,7 +37,8 @@ class OcrPipeline {
 
  private:
   std::vector<DetectedBox> detect(const Image& bgr);
-  void orient(std::vector<Image>& crops);
+  // Turns the crops the classifier finds upside down; returns their indices.
+  std::vector<size_t> orient(std::vector<Image>& crops);
   std::vector<Decoded> recognize(const std::vector<Image>& crops);
 
   OcrOptions options_;
