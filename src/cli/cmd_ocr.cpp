@@ -34,23 +34,28 @@ std::string line_json(const ocr::OcrLine& l) {
 }  // namespace
 
 int cmd_ocr(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--threads", "--models", "--max-side", "--unclip"}, {"--help", "--json", "--no-cls"});
+  Args args(argc, argv, 2, {"--threads", "--pipeline", "--models", "--max-side", "--unclip"}, {"--help", "--json", "--no-cls"});
   if (args.has("--help") || args.positional().empty()) {
     std::fputs(
-        "usage: mminfer ocr IMAGE... [--json] [--threads N] [--models DIR] [--max-side N] [--unclip R] [--no-cls]\n"
+        "usage: mminfer ocr IMAGE... [--json] [--threads N] [--pipeline DIR] [--max-side N] [--unclip R] [--no-cls]\n"
         "  text lines of each image (JPEG, PNG, BMP, GIF, WebP) in reading order; --json prints one\n"
         "  object per image: {\"file\", \"lines\": [{\"text\", \"score\", \"box\"}], \"ms\"}\n"
-        "  --models: folder with the PP-OCRv4 det/cls/rec models and ppocr_keys_v1.txt (models/ppocr)\n"
-        "  --max-side: the detector's longer input side (960); --unclip: how far boxes grow (2.0)\n",
+        "  --pipeline (or --models): an ocr pipeline folder, with a pipeline.json or the PP-OCRv4\n"
+        "    det/cls/rec models and ppocr_keys_v1.txt by their names (default models/ppocr)\n"
+        "  --max-side: the detector's longer input side (960); --unclip: how far boxes grow (2.0);\n"
+        "    both override the folder's pipeline.json\n",
         stderr);
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = args.get_int("--threads", 0);
-  ocr::OcrOptions options;
+  if (args.has("--pipeline") && args.has("--models")) throw Error("give --pipeline or --models (the same thing), not both");
+  std::string dir = args.get("--pipeline", args.get("--models", "models/ppocr"));
+  pipelines::Manifest manifest = ocr::ocr_manifest(dir);
+  ocr::OcrOptions options = ocr::ocr_options(manifest);
   options.det_max_side = args.get_int("--max-side", options.det_max_side);
   if (options.det_max_side < 32) throw Error("--max-side must be at least 32");
-  options.use_classifier = !args.has("--no-cls");
+  if (args.has("--no-cls")) options.use_classifier = false;
   if (args.has("--unclip")) {
     try {
       options.db.unclip_ratio = std::stof(args.get("--unclip"));
@@ -59,7 +64,7 @@ int cmd_ocr(int argc, char** argv) {
     }
     if (!(options.db.unclip_ratio > 0 && options.db.unclip_ratio < 10)) throw Error("--unclip must be between 0 and 10");
   }
-  ocr::OcrPipeline pipeline(args.get("--models", "models/ppocr"), session, options);
+  ocr::OcrPipeline pipeline(manifest, session, options);
   bool json = args.has("--json");
   int failures = 0;
   for (const std::string& file : args.positional()) {

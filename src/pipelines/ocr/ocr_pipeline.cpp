@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <numeric>
 
@@ -60,18 +61,56 @@ Tensor line_batch(const std::vector<const Image*>& crops, int width) {
 
 }  // namespace
 
-OcrPipeline::OcrPipeline(const std::string& dir, const SessionOptions& session, OcrOptions options) : options_(options) {
+pipelines::Manifest ocr_manifest(const std::string& dir) {
   namespace fs = std::filesystem;
-  auto need = [&](const char* name) {
+  if (pipelines::has_manifest(dir)) return pipelines::read_manifest(dir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw Error(dir + ": no such pipeline folder");
+  pipelines::Manifest m;
+  m.dir = dir;
+  m.path = (fs::path(dir) / pipelines::kManifestName).string();
+  m.type = pipelines::PipelineType::kOcr;
+  const std::pair<const char*, const char*> names[] = {{"det", "ch_PP-OCRv4_det_infer.onnx"},
+                                                       {"rec", "ch_PP-OCRv4_rec_infer.onnx"},
+                                                       {"keys", "ppocr_keys_v1.txt"},
+                                                       {"cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx"}};
+  for (const auto& [role, name] : names) {
     std::string p = (fs::path(dir) / name).string();
-    if (!fs::is_regular_file(p)) throw Error("the OCR pipeline needs " + p);
-    return p;
+    if (fs::is_regular_file(p, ec)) m.files[role] = p;
+    else if (std::string(role) != "cls") throw Error("the OCR pipeline needs " + p + " (or a pipeline.json naming its files)");
+  }
+  return m;
+}
+
+OcrOptions ocr_options(const pipelines::Manifest& m, OcrOptions o) {
+  const char* pre = "preprocess";
+  auto in_range = [&](const char* key, double v, double lo, double hi) {
+    if (!(v >= lo && v <= hi)) {
+      char range[64];
+      std::snprintf(range, sizeof range, "must be between %g and %g", lo, hi);
+      throw Error(m.key_error(pre, key, range));
+    }
+    return v;
   };
-  det_ = open_model(need("ch_PP-OCRv4_det_infer.onnx"), session);
-  rec_ = open_model(need("ch_PP-OCRv4_rec_infer.onnx"), session);
-  charset_ = load_charset(need("ppocr_keys_v1.txt"));
-  std::string cls = (fs::path(dir) / "ch_ppocr_mobile_v2.0_cls_infer.onnx").string();
-  if (options_.use_classifier && fs::is_regular_file(cls)) cls_ = open_model(cls, session);
+  o.det_max_side = static_cast<int>(in_range("det_max_side", static_cast<double>(m.integer(pre, "det_max_side", o.det_max_side)), 32, 8192));
+  o.db.threshold = static_cast<float>(in_range("det_threshold", m.number(pre, "det_threshold", o.db.threshold), 0, 1));
+  o.db.box_threshold = static_cast<float>(in_range("box_threshold", m.number(pre, "box_threshold", o.db.box_threshold), 0, 1));
+  o.db.unclip_ratio = static_cast<float>(in_range("unclip_ratio", m.number(pre, "unclip_ratio", o.db.unclip_ratio), 0, 10));
+  o.use_classifier = m.boolean(pre, "use_cls", o.use_classifier);
+  o.cls_threshold = static_cast<float>(in_range("cls_threshold", m.number(pre, "cls_threshold", o.cls_threshold), 0, 1));
+  o.drop_score = static_cast<float>(in_range("drop_score", m.number(pre, "drop_score", o.drop_score), 0, 1));
+  o.rec_batch = static_cast<int>(in_range("rec_batch", static_cast<double>(m.integer(pre, "rec_batch", o.rec_batch)), 1, 256));
+  return o;
+}
+
+OcrPipeline::OcrPipeline(const pipelines::Manifest& m, const SessionOptions& session, OcrOptions options)
+    : options_(options) {
+  if (m.type != pipelines::PipelineType::kOcr)
+    throw Error(m.path + ": type is '" + pipelines::type_name(m.type) + "', not an ocr pipeline");
+  det_ = open_model(m.file("det"), session);
+  rec_ = open_model(m.file("rec"), session);
+  charset_ = load_charset(m.file("keys"));
+  if (options_.use_classifier && m.has_file("cls")) cls_ = open_model(m.file("cls"), session);
 }
 
 std::vector<DetectedBox> OcrPipeline::detect(const Image& bgr) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mminfer/session.h"
+#include "pipelines/manifest.h"
 #include "pipelines/ocr/crop.h"
 #include "pipelines/ocr/ctc.h"
 #include "pipelines/ocr/db_postprocess.h"
@@ -27,11 +28,21 @@ struct OcrOptions {
   int rec_batch = 6;           // lines per recognizer run (grouped by aspect ratio)
 };
 
+// The manifest of an OCR folder: its pipeline.json (type "ocr", files det, rec, keys and
+// optionally cls), or, in a folder without one, the PP-OCRv4 files by the names the models
+// are published under: ch_PP-OCRv4_det_infer.onnx, ch_PP-OCRv4_rec_infer.onnx,
+// ppocr_keys_v1.txt and, when present, ch_ppocr_mobile_v2.0_cls_infer.onnx.
+pipelines::Manifest ocr_manifest(const std::string& dir);
+// `defaults` with the manifest's preprocess keys over them: det_max_side, det_threshold,
+// box_threshold, unclip_ratio, use_cls, cls_threshold, drop_score, rec_batch.
+OcrOptions ocr_options(const pipelines::Manifest& manifest, OcrOptions defaults = {});
+
 class OcrPipeline {
  public:
-  // `dir` holds ch_PP-OCRv4_det_infer.onnx, ch_PP-OCRv4_rec_infer.onnx, ppocr_keys_v1.txt and,
-  // optionally, ch_ppocr_mobile_v2.0_cls_infer.onnx. Throws Error naming what is missing.
-  OcrPipeline(const std::string& dir, const SessionOptions& session, OcrOptions options = {});
+  // Throws Error naming the file or key at fault. Options are taken as given (see ocr_options).
+  OcrPipeline(const pipelines::Manifest& manifest, const SessionOptions& session, OcrOptions options = {});
+  OcrPipeline(const std::string& dir, const SessionOptions& session, OcrOptions options = {})
+      : OcrPipeline(ocr_manifest(dir), session, options) {}
   // `rgb` is an 8-bit, 3-channel RGB image.
   std::vector<OcrLine> run(const Image& rgb);
 
