@@ -23,6 +23,7 @@ Args::Args(int argc, char** argv, int first, const std::set<std::string>& value_
           value = argv[++i];
         }
         values_[name].push_back(value);
+        in_order_.emplace_back(name, value);
       } else if (bool_flags.count(name)) {
         if (inline_value) throw Error(name + " takes no value");
         bools_.insert(name);

@@ -19,11 +19,14 @@ class Args {
   int get_int(const std::string& flag, int fallback) const;  // throws Error on non-numbers
   std::vector<std::string> all(const std::string& flag) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // Every flag with a value, in command-line order (for inputs whose order matters across flags).
+  const std::vector<std::pair<std::string, std::string>>& in_order() const { return in_order_; }
 
  private:
   std::map<std::string, std::vector<std::string>> values_;
   std::set<std::string> bools_;
   std::vector<std::string> positional_;
+  std::vector<std::pair<std::string, std::string>> in_order_;
 };
 
 // --inter-op auto|off|on (auto when absent); throws Error on anything else.

@@ -17,6 +17,8 @@ void usage() {
       "  bench MODEL [--shape NAME=1x3x224x224 | --input NAME=F.npy]...  time repeated runs\n"
       "  onnx-test DIR...                 run ONNX backend test cases\n"
       "  ocr IMAGE...                     text lines of images (PP-OCRv4)\n"
+      "  embed --pipeline DIR (--image F | --text S | --audio F)...  normalized embeddings\n"
+      "  classify --pipeline DIR --image F... --labels \"a,b,c\"  zero-shot label probabilities (clip)\n"
       "\n"
       "run 'mminfer COMMAND --help' for the options of one command\n",
       stderr);
@@ -36,6 +38,8 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return mminfer::cli::cmd_bench(argc, argv);
     if (cmd == "onnx-test") return mminfer::cli::cmd_onnx_test(argc, argv);
     if (cmd == "ocr") return mminfer::cli::cmd_ocr(argc, argv);
+    if (cmd == "embed") return mminfer::cli::cmd_embed(argc, argv);
+    if (cmd == "classify") return mminfer::cli::cmd_classify(argc, argv);
   } catch (const mminfer::Error& e) {
     std::fprintf(stderr, "mminfer %s: error: %s\n", cmd.c_str(), e.what());
     return 1;

@@ -1,53 +1,16 @@
 // The mminfer binary on bad files and bad arguments: it must exit with status 1 or 2 and one
 // line on stderr, never crash, hang, or print a sanitizer report.
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
+#include "cli_util.h"
 #include "core/npy.h"
 #include "robust_util.h"
 
-#ifndef MMINFER_CLI
-#error "MMINFER_CLI must name the mminfer binary"
-#endif
-
 namespace robust {
 namespace {
-
-struct CliResult {
-  int exit_code = -1;  // -1: did not exit normally
-  std::string err;
-};
-
-CliResult run_cli(const std::string& args, const TempDir& dir) {
-  std::string err_path = dir.file("stderr.txt");
-  // A sanitizer report exits with its own code so it cannot pass for an ordinary error.
-  std::string cmd = "ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=87:halt_on_error=1 timeout 120 '" +
-                    std::string(MMINFER_CLI) + "' " + args + " >/dev/null 2>'" + err_path + "'";
-  int status = std::system(cmd.c_str());
-  CliResult r;
-  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.err = read_file(err_path);
-  return r;
-}
-
-void expect_clean_failure(const CliResult& r, const std::string& mention, const std::string& what) {
-  EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << what << ": exit code " << r.exit_code << ", stderr: " << r.err;
-  ASSERT_FALSE(r.err.empty()) << what;
-  std::string body = r.err.back() == '\n' ? r.err.substr(0, r.err.size() - 1) : r.err;
-  if (r.exit_code == 1) {  // usage text (exit 2) may span lines; an error is one line
-    EXPECT_EQ(body.find('\n'), std::string::npos) << what << ": several lines: " << r.err;
-    EXPECT_NE(body.find("error"), std::string::npos) << what << ": " << r.err;
-  }
-  if (!mention.empty()) {
-    EXPECT_NE(body.find(mention), std::string::npos) << what << ": " << r.err;
-  }
-}
-
-std::string quote(const std::string& s) { return "'" + s + "'"; }
 
 // A version 1.0 .npy header with the given dict text and no data.
 std::string npy_header(const std::string& dict) {
@@ -177,6 +140,8 @@ TEST_F(Cli, OcrBadImages) {
   expect_clean_failure(run_cli(ocr + quote(dir_.file("missing.png")), dir_), "missing.png", "missing file");
   expect_clean_failure(run_cli("ocr " + quote(npy("x.png", "")) + " --models " + quote(dir_.file("nowhere")), dir_), "nowhere",
                        "missing models");
+  expect_clean_failure(run_cli("ocr " + quote(npy("x.png", "")) + " --pipeline " + quote(dir_.file("nowhere")), dir_),
+                       "nowhere: no such pipeline folder", "missing pipeline folder");
 }
 
 TEST_F(Cli, GoodRunSucceedsOrFailsCleanly) {

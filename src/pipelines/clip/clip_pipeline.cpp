@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/one_line.h"
+#include "modal/text/unicode.h"
 
 namespace mminfer::clip {
 
@@ -175,7 +176,17 @@ std::vector<Embedding> ClipPipeline::embed_texts(const std::vector<std::string>&
 
 std::vector<Embedding> ClipPipeline::label_embeddings(const std::vector<std::string>& labels,
                                                       const std::vector<std::string>& templates) {
-  std::vector<Embedding> per_prompt = embed_texts(prompts(labels, templates));
+  std::vector<std::string> texts = prompts(labels, templates);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    try {
+      encode_text(texts[i]);
+    } catch (const Error& e) {
+      // Say which label and template made the bad prompt; the text itself may be unprintable.
+      throw Error("label '" + one_line(text::replace_invalid_utf8(labels[i / templates.size()])) + "' in template " +
+                  std::to_string(i % templates.size() + 1) + ": " + e.what());
+    }
+  }
+  std::vector<Embedding> per_prompt = embed_texts(texts);
   std::vector<Embedding> out;
   for (size_t l = 0; l < labels.size(); ++l)
     out.push_back(mean_direction(std::span<const Embedding>(per_prompt).subspan(l * templates.size(), templates.size())));

@@ -1,0 +1,111 @@
+// mminfer classify --pipeline DIR --image F... [--labels "a,b,c"] [--templates "a photo of a {}.|..."] :
+// zero-shot probabilities of labels for each image with a clip pipeline.
+#include <cstdio>
+#include <span>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/input_files.h"
+#include "cli/output_text.h"
+#include "modal/image/image.h"
+#include "pipelines/clip/clip_pipeline.h"
+
+namespace mminfer::cli {
+
+namespace {
+
+// "a, b ,c" -> {"a", "b", "c"}; empty pieces stay (and are refused with their position later).
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  while (true) {
+    size_t at = s.find(sep, from);
+    std::string piece = s.substr(from, at == std::string::npos ? std::string::npos : at - from);
+    size_t b = piece.find_first_not_of(" \t"), e = piece.find_last_not_of(" \t");
+    out.push_back(b == std::string::npos ? "" : piece.substr(b, e - b + 1));
+    if (at == std::string::npos) return out;
+    from = at + 1;
+  }
+}
+
+}  // namespace
+
+int cmd_classify(int argc, char** argv) {
+  Args args(argc, argv, 2, {"--pipeline", "--image", "--labels", "--templates", "--threads"}, {"--help", "--json"});
+  if (args.has("--help") || !args.has("--pipeline") || !args.has("--image")) {
+    std::fputs(
+        "usage: mminfer classify --pipeline DIR --image F... [--labels \"a,b,c\"] [--templates \"a photo of a {}.|...\"]\n"
+        "                        [--json] [--threads N]\n"
+        "  zero-shot classification with a clip pipeline: per image, the probability of each label,\n"
+        "  softmax(logit_scale * cosine(image, label)), a label's embedding averaged over the templates\n"
+        "  --labels: comma-separated (default: the labels of DIR/pipeline.json)\n"
+        "  --templates: '|'-separated, each with {} for the label (default: the pipeline's, else \"{}\")\n"
+        "  --json: one object per image: {\"file\", \"labels\": [{\"label\", \"score\"}]}, highest score first\n",
+        stderr);
+    return args.has("--help") ? 0 : 2;
+  }
+  if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "' (images take --image)");
+  SessionOptions session;
+  session.threads = args.get_int("--threads", 0);
+  pipelines::Manifest manifest = pipelines::read_manifest(args.get("--pipeline"));
+  if (manifest.type != pipelines::PipelineType::kClip)
+    throw Error("classify needs a clip pipeline; " + manifest.path + " is type '" + pipelines::type_name(manifest.type) + "'");
+
+  std::vector<std::string> labels;
+  if (args.has("--labels")) labels = split(args.get("--labels"), ',');
+  else if (manifest.labels) labels = *manifest.labels;
+  if (labels.empty()) throw Error("no labels: give --labels \"a,b,c\" or list labels in " + manifest.path);
+  std::vector<std::string> templates{"{}"};
+  if (args.has("--templates")) templates = split(args.get("--templates"), '|');
+  else if (manifest.templates && !manifest.templates->empty()) templates = *manifest.templates;
+
+  clip::ClipPipeline pipeline(manifest, session);
+  // Labels first: a bad label or template fails the command once, before any image is read.
+  std::vector<pipelines::Embedding> label_embeddings = pipeline.label_embeddings(labels, templates);
+
+  const std::vector<std::string> files = args.all("--image");
+  std::vector<std::string> errors(files.size());
+  std::vector<image::Image> images;
+  std::vector<size_t> image_at;
+  for (size_t i = 0; i < files.size(); ++i) {
+    try {
+      images.push_back(image::decode_image(read_input_file(files[i])));
+      image_at.push_back(i);
+    } catch (const Error& e) {
+      errors[i] = e.what();
+    }
+  }
+  std::vector<std::vector<clip::LabelScore>> scores(files.size());
+  if (!images.empty()) {
+    std::vector<pipelines::Embedding> embedded = pipeline.embed_images(images);
+    for (size_t k = 0; k < image_at.size(); ++k) scores[image_at[k]] = pipeline.classify(embedded[k], labels, label_embeddings);
+  }
+
+  bool json = args.has("--json");
+  int failures = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!errors[i].empty()) {
+      ++failures;
+      if (json) print_json_line({{"file", files[i]}, {"error", errors[i]}});
+      std::fprintf(stderr, "mminfer classify: error: %s: %s\n", one_line_text(files[i]).c_str(), errors[i].c_str());
+      continue;
+    }
+    if (json) {
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (const clip::LabelScore& s : scores[i]) list.push_back({{"label", s.label}, {"score", s.score}});
+      print_json_line({{"file", files[i]}, {"labels", list}});
+    } else {
+      std::string line = one_line_text(files[i]) + ":";
+      char buf[32];
+      for (size_t k = 0; k < scores[i].size(); ++k) {
+        std::snprintf(buf, sizeof buf, " %.4f", scores[i][k].score);
+        line += (k ? ", " : " ") + one_line_text(short_text(scores[i][k].label)) + buf;
+      }
+      std::printf("%s\n", line.c_str());
+    }
+    std::fflush(stdout);
+  }
+  return failures ? 1 : 0;
+}
+
+}  // namespace mminfer::cli
