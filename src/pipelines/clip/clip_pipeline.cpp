@@ -64,12 +64,19 @@ void check_dims(const Manifest& m, const ValueInfo& in, const std::vector<int64_
                                                    shape_str(in.dims) + " (-1: any)"));
 }
 
-Tensor int_tensor(DType dtype, int64_t rows, int64_t cols, const std::vector<const std::vector<int64_t>*>& values) {
-  Tensor t = Tensor::empty(dtype, {rows, cols});
+// One text-tower input for a batch of encodings, in the integer type the model declares.
+// Names were checked at load; position_ids count 0..cols-1.
+Tensor text_input(const ValueInfo& in, const std::vector<text::Encoding>& batch, int64_t cols) {
+  std::vector<int64_t> text::Encoding::*field = in.name == "input_ids"        ? &text::Encoding::ids
+                                                : in.name == "attention_mask" ? &text::Encoding::attention_mask
+                                                : in.name == "token_type_ids" ? &text::Encoding::type_ids
+                                                                              : nullptr;
+  const int64_t rows = static_cast<int64_t>(batch.size());
+  Tensor t = Tensor::empty(in.dtype, {rows, cols});
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
-      int64_t v = values.empty() ? c : (*values[r])[c];  // no values: positions 0..cols-1
-      if (dtype == DType::kInt64) t.data<int64_t>()[r * cols + c] = v;
+      int64_t v = field ? (batch[r].*field)[c] : c;
+      if (in.dtype == DType::kInt64) t.data<int64_t>()[r * cols + c] = v;
       else t.data<int32_t>()[r * cols + c] = static_cast<int32_t>(v);
     }
   return t;
@@ -153,20 +160,15 @@ std::vector<Embedding> ClipPipeline::embed_texts(const std::vector<std::string>&
   const int64_t cols = static_cast<int64_t>(context_length_);
   for (size_t start = 0; start < texts.size(); start += kTextBatch) {
     const size_t n = std::min(kTextBatch, texts.size() - start);
-    std::vector<text::Encoding> enc;
-    for (size_t i = 0; i < n; ++i) enc.push_back(encode_text(texts[start + i]));
-    std::vector<const std::vector<int64_t>*> ids, mask, types;
-    for (const text::Encoding& e : enc) {
+    std::vector<text::Encoding> batch;
+    for (size_t i = 0; i < n; ++i) {
+      batch.push_back(encode_text(texts[start + i]));
       // Fixed padding and truncation make every encoding context_length long.
-      if (e.ids.size() != context_length_) throw Error("the tokenizer gave " + std::to_string(e.ids.size()) + " ids, not " + std::to_string(context_length_));
-      ids.push_back(&e.ids), mask.push_back(&e.attention_mask), types.push_back(&e.type_ids);
+      if (batch.back().ids.size() != context_length_)
+        throw Error("the tokenizer gave " + std::to_string(batch.back().ids.size()) + " ids, not " + std::to_string(cols));
     }
     std::vector<NamedTensor> inputs;
-    for (const ValueInfo& in : text_->inputs()) {
-      const auto& values = in.name == "input_ids" ? ids : in.name == "attention_mask" ? mask : in.name == "token_type_ids" ? types
-                                                                                                                       : std::vector<const std::vector<int64_t>*>{};
-      inputs.emplace_back(in.name, int_tensor(in.dtype, static_cast<int64_t>(n), cols, values));
-    }
+    for (const ValueInfo& in : text_->inputs()) inputs.emplace_back(in.name, text_input(in, batch, cols));
     std::vector<Tensor> result = run(*text_, inputs, "the text encoder");
     for (Embedding& e : pipelines::normalized_rows(result[text_output_], static_cast<int64_t>(n), "the text encoder"))
       out.push_back(std::move(e));
