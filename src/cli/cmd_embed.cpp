@@ -24,15 +24,28 @@ struct Input {
   std::vector<float> embedding;
 };
 
-// Embeds the inputs at `which` in one call; a failure of the call fails each of them.
+// Embeds the inputs at `which` in one call. When the call fails, each input runs alone, so
+// the error lands on the one at fault (a corrupt clip found only while decoding) and the
+// others still get their embeddings.
 template <typename T, typename F>
 void embed_batch(std::vector<Input>& inputs, const std::vector<size_t>& which, const std::vector<T>& items, F&& embed) {
   if (which.empty()) return;
   try {
     std::vector<pipelines::Embedding> out = embed(items);
     for (size_t i = 0; i < which.size(); ++i) inputs[which[i]].embedding = std::move(out.at(i));
+    return;
   } catch (const Error& e) {
-    for (size_t i : which) inputs[i].error = e.what();
+    if (which.size() == 1) {
+      inputs[which[0]].error = e.what();
+      return;
+    }
+  }
+  for (size_t i = 0; i < which.size(); ++i) {
+    try {
+      inputs[which[i]].embedding = std::move(embed(std::vector<T>{items[i]}).at(0));
+    } catch (const Error& e) {
+      inputs[which[i]].error = e.what();
+    }
   }
 }
 

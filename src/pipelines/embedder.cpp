@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "pipelines/audio_encoder/audio_embedder.h"
 #include "pipelines/clip/clip_pipeline.h"
 
 namespace mminfer::pipelines {
@@ -40,8 +41,7 @@ std::unique_ptr<Embedder> open_embedder(const Manifest& m, const SessionOptions&
     case PipelineType::kOcr:
       throw Error(m.path + ": an ocr pipeline makes no embeddings (mminfer ocr reads text)");
     case PipelineType::kAudioEncoder:
-      // Wired here once src/pipelines/audio_encoder implements Embedder::embed_audio.
-      throw Error(m.path + ": audio-encoder pipelines cannot embed yet");
+      return std::make_unique<audio_encoder::AudioEmbedder>(m, session);
   }
   throw Error(m.path + ": unknown pipeline type");
 }
