@@ -8,6 +8,7 @@ int cmd_run(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_onnx_test(int argc, char** argv);
 int cmd_ocr(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 int cmd_embed(int argc, char** argv);
 int cmd_classify(int argc, char** argv);
 

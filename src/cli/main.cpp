@@ -19,6 +19,7 @@ void usage() {
       "  ocr IMAGE...                     text lines of images (PP-OCRv4)\n"
       "  embed --pipeline DIR (--image F | --text S | --audio F)...  normalized embeddings\n"
       "  classify --pipeline DIR --image F... --labels \"a,b,c\"  zero-shot label probabilities (clip)\n"
+      "  serve [--repository DIR] [--port 8000]  the inference server (KServe v2, /v1/embeddings, /v1/ocr)\n"
       "\n"
       "run 'mminfer COMMAND --help' for the options of one command\n",
       stderr);
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return mminfer::cli::cmd_bench(argc, argv);
     if (cmd == "onnx-test") return mminfer::cli::cmd_onnx_test(argc, argv);
     if (cmd == "ocr") return mminfer::cli::cmd_ocr(argc, argv);
+    if (cmd == "serve") return mminfer::cli::cmd_serve(argc, argv);
     if (cmd == "embed") return mminfer::cli::cmd_embed(argc, argv);
     if (cmd == "classify") return mminfer::cli::cmd_classify(argc, argv);
   } catch (const mminfer::Error& e) {

@@ -1,0 +1,254 @@
+#include "serve/http_server.h"
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <optional>
+#include <thread>
+
+#include "mminfer/status.h"
+
+namespace mminfer::serve {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+std::string_view HttpRequest::header(std::string_view name) const {
+  for (const auto& [k, v] : headers)
+    if (k == name) return v;
+  return {};
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  return out;
+}
+
+std::string error_json(std::string_view message) {
+  std::string out = "{\"error\": \"";
+  for (char c : message) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
+  }
+  return out + "\"}";
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  // Declared before the io_context so they outlive the handlers it destroys.
+  HttpOptions options;
+  Handler handler;
+  std::atomic<size_t> connections{0}, in_flight{0};
+  std::atomic<bool> accepting{true};
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+
+  Impl(HttpOptions o, Handler h)
+      : options(std::move(o)), handler(std::move(h)), ioc(std::max(1, options.io_threads)), acceptor(net::make_strand(ioc)) {}
+  void accept();
+};
+
+namespace {
+
+// One client connection: read a request, hand it over, write the answer, repeat while the
+// client keeps the connection alive. Reads and writes run on the connection's strand.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, HttpServer::Impl& server) : stream_(std::move(socket)), server_(server) {
+    ++server_.connections;
+    beast::error_code ec;
+    auto ep = stream_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+  ~Connection() { --server_.connections; }
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->wait_for_request(); });
+  }
+
+  // Answers at once and closes (used when the server is over its connection limit).
+  void refuse(int status, std::string message) {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this(), status, message = std::move(message)] {
+      self->keep_alive_ = false;
+      self->write({status, "application/json", error_json(message), {{"Retry-After", "1"}}}, false);
+    });
+  }
+
+ private:
+  // Phase 1: an idle keep-alive connection waits up to idle_timeout for its next request.
+  void wait_for_request() {
+    if (buffer_.size() > 0) return read_request();  // the client already sent more
+    stream_.expires_after(server_.options.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      if (ec) return self->close();
+      self->buffer_.commit(n);
+      self->read_request();
+    });
+  }
+
+  // Phase 2: the rest of the request must arrive within read_timeout.
+  void read_request() {
+    parser_.emplace();
+    parser_->body_limit(server_.options.max_body_bytes);
+    parser_->header_limit(64 * 1024);
+    stream_.expires_after(server_.options.read_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    keep_alive_ = false;
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) return close();
+    if (ec == beast::error::timeout)
+      return write({408, "application/json", error_json("request timed out: it did not arrive within the read timeout"), {}}, false);
+    if (ec == http::error::body_limit)
+      return write({413, "application/json",
+                    error_json("request body is larger than the limit of " + std::to_string(server_.options.max_body_bytes) + " bytes"),
+                    {}},
+                   false);
+    if (ec == http::error::header_limit)
+      return write({431, "application/json", error_json("request headers are larger than 64 KiB"), {}}, false);
+    if (ec) return write({400, "application/json", error_json("malformed HTTP request: " + ec.message()), {}}, false);
+
+    http::request<http::string_body> req = parser_->release();
+    keep_alive_ = req.keep_alive();
+    HttpRequest r;
+    r.method = std::string(req.method_string());
+    std::string_view target(req.target().data(), req.target().size());
+    size_t q = target.find('?');
+    r.path = std::string(target.substr(0, q));
+    if (q != std::string_view::npos) r.query = std::string(target.substr(q + 1));
+    for (const auto& field : req) r.headers.emplace_back(lower({field.name_string().data(), field.name_string().size()}),
+                                                         std::string(field.value().data(), field.value().size()));
+    r.body = std::move(req.body());
+    r.peer = peer_;
+
+    ++server_.in_flight;
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    Reply reply = [self = shared_from_this(), answered](HttpResponse res) {
+      if (answered->exchange(true)) return;  // a handler answers once
+      net::post(self->stream_.get_executor(),
+                [self, res = std::move(res)]() mutable { self->write(std::move(res), true); });
+    };
+    try {
+      server_.handler(std::move(r), reply);
+    } catch (const std::exception& e) {
+      reply({500, "application/json", error_json(std::string("internal error: ") + e.what()), {}});
+    }
+  }
+
+  void write(HttpResponse res, bool counted) {
+    auto msg = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(res.status), 11);
+    msg->set(http::field::server, "mminfer");
+    msg->set(http::field::content_type, res.content_type);
+    for (const auto& [k, v] : res.headers) msg->set(k, v);
+    bool keep = keep_alive_ && server_.accepting;
+    msg->keep_alive(keep);
+    msg->body() = std::move(res.body);
+    msg->prepare_payload();
+    stream_.expires_after(std::chrono::seconds(60));
+    http::async_write(stream_, *msg, [self = shared_from_this(), msg, keep, counted](beast::error_code ec, size_t) {
+      if (counted) --self->server_.in_flight;
+      if (ec || !keep) return self->close();
+      self->wait_for_request();
+    });
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpServer::Impl& server_;
+  std::string peer_;
+  bool keep_alive_ = false;
+};
+
+}  // namespace
+
+void HttpServer::Impl::accept() {
+  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (!accepting) return;
+    if (ec) {
+      // Out of descriptors and the like: try again shortly rather than spin.
+      auto timer = std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(50));
+      timer->async_wait([this, timer](beast::error_code) { accept(); });
+      return;
+    }
+    auto conn = std::make_shared<Connection>(std::move(socket), *this);
+    if (connections > options.max_connections)
+      conn->refuse(503, "the server holds its maximum of " + std::to_string(options.max_connections) + " connections");
+    else
+      conn->start();
+    accept();
+  });
+}
+
+HttpServer::HttpServer(HttpOptions options, Handler handler)
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(handler))) {
+  Impl& s = *impl_;
+  std::string where = s.options.host + ":" + std::to_string(s.options.port);
+  try {
+    tcp::resolver resolver(s.ioc);
+    auto results = resolver.resolve(s.options.host, std::to_string(s.options.port),
+                                     tcp::resolver::passive | tcp::resolver::numeric_service);
+    tcp::endpoint ep = results.begin()->endpoint();
+    s.acceptor.open(ep.protocol());
+    s.acceptor.set_option(net::socket_base::reuse_address(true));
+    s.acceptor.bind(ep);
+    s.acceptor.listen(net::socket_base::max_listen_connections);
+  } catch (const boost::system::system_error& e) {
+    throw Error("cannot listen on " + where + ": " + e.code().message());
+  }
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::port() const {
+  beast::error_code ec;
+  auto ep = impl_->acceptor.local_endpoint(ec);
+  return ec ? -1 : ep.port();
+}
+
+void HttpServer::start() {
+  Impl& s = *impl_;
+  s.work.emplace(s.ioc.get_executor());
+  net::dispatch(s.acceptor.get_executor(), [&s] { s.accept(); });
+  for (int i = 0; i < std::max(1, s.options.io_threads); ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
+}
+
+void HttpServer::stop_accepting() {
+  Impl& s = *impl_;
+  if (!s.accepting.exchange(false)) return;
+  net::dispatch(s.acceptor.get_executor(), [&s] {
+    beast::error_code ec;
+    s.acceptor.close(ec);
+  });
+}
+
+void HttpServer::stop() {
+  Impl& s = *impl_;
+  stop_accepting();
+  s.work.reset();
+  s.ioc.stop();
+  for (auto& t : s.threads)
+    if (t.joinable()) t.join();
+  s.threads.clear();
+}
+
+size_t HttpServer::open_connections() const { return impl_->connections; }
+size_t HttpServer::requests_in_flight() const { return impl_->in_flight; }
+
+}  // namespace mminfer::serve

@@ -1,0 +1,78 @@
+#include "serve/model_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace mminfer::serve {
+
+namespace {
+
+int64_t integer(const nlohmann::json& v, const std::string& path, const char* key, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) throw Error(path + ": " + key + " must be an integer");
+  int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi)
+    throw Error(path + ": " + key + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return x;
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object()) throw Error(path + ": expected a JSON object");
+  ModelConfig c;
+  for (const auto& [key, v] : j.items()) {
+    if (key == "max_batch_size") {
+      c.batching.max_batch_size = static_cast<int>(integer(v, path, "max_batch_size", 1, 1024));
+    } else if (key == "max_queue_delay_us") {
+      c.batching.max_queue_delay = std::chrono::microseconds(integer(v, path, "max_queue_delay_us", 0, 10'000'000));
+    } else if (key == "preferred_batch_size") {
+      if (!v.is_array()) throw Error(path + ": preferred_batch_size must be a list of integers");
+      for (const auto& p : v) c.batching.preferred_batch_sizes.push_back(static_cast<int>(integer(p, path, "preferred_batch_size", 1, 1024)));
+    } else if (key == "queue_capacity") {
+      c.batching.capacity = static_cast<size_t>(integer(v, path, "queue_capacity", 1, 1'000'000));
+    } else if (key == "latency_target_ms") {
+      if (!v.is_number() || v.get<double>() < 0) throw Error(path + ": latency_target_ms must be a number >= 0");
+      c.batching.latency_target_ms = v.get<double>();
+    } else if (key == "cache") {
+      if (!v.is_boolean()) throw Error(path + ": cache must be true or false");
+      c.cache = v.get<bool>();
+    } else if (key == "threads") {
+      c.session.threads = static_cast<int>(integer(v, path, "threads", 0, 1024));
+    } else if (key == "opt_level") {
+      c.session.opt_level = static_cast<int>(integer(v, path, "opt_level", 0, 2));
+    } else {
+      throw Error(path + ": unknown key '" + key + "'");
+    }
+  }
+  for (int p : c.batching.preferred_batch_sizes)
+    if (p > c.batching.max_batch_size) throw Error(path + ": preferred_batch_size " + std::to_string(p) + " is above max_batch_size");
+  return c;
+}
+
+ModelConfig ModelConfig::from_file(const std::string& path) {
+  if (!std::filesystem::exists(path)) return ModelConfig{};
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(path + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+  }
+  return from_json(j, path);
+}
+
+nlohmann::json ModelConfig::to_json() const {
+  return {{"max_batch_size", batching.max_batch_size},
+          {"max_queue_delay_us", batching.max_queue_delay.count()},
+          {"preferred_batch_size", batching.preferred_batch_sizes},
+          {"queue_capacity", batching.capacity},
+          {"latency_target_ms", batching.latency_target_ms},
+          {"cache", cache},
+          {"threads", session.threads},
+          {"opt_level", session.opt_level}};
+}
+
+}  // namespace mminfer::serve

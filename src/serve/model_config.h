@@ -1,0 +1,29 @@
+// The serving configuration of one model in the repository: <model>/config.json.
+//
+//   {"max_batch_size": 8, "max_queue_delay_us": 2000, "preferred_batch_size": [4, 8],
+//    "queue_capacity": 256, "latency_target_ms": 50, "cache": true, "threads": 0,
+//    "opt_level": 2}
+//
+// Every key is optional; unknown keys are refused so a typo does not pass silently.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "mminfer/session.h"
+#include "serve/batch_queue.h"
+
+namespace mminfer::serve {
+
+struct ModelConfig {
+  BatchPolicy batching;
+  bool cache = true;  // results and features of this model go through the server's cache
+  SessionOptions session;
+
+  // Throws Error "<path>: <key> ..." naming the bad key.
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& path);
+  static ModelConfig from_file(const std::string& path);  // defaults when the file is absent
+  nlohmann::json to_json() const;
+};
+
+}  // namespace mminfer::serve

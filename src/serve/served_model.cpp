@@ -1,0 +1,247 @@
+#include "serve/served_model.h"
+
+#include <filesystem>
+
+#include "modal/image/image.h"
+#include "pipelines/clip/clip_pipeline.h"
+#include "pipelines/manifest.h"
+#include "serve/sha256.h"
+
+namespace mminfer::serve {
+
+namespace fs = std::filesystem;
+
+const char* kserve_datatype(DType t) {
+  switch (t) {
+    case DType::kBool: return "BOOL";
+    case DType::kUint8: return "UINT8";
+    case DType::kUint16: return "UINT16";
+    case DType::kUint32: return "UINT32";
+    case DType::kUint64: return "UINT64";
+    case DType::kInt8: return "INT8";
+    case DType::kInt16: return "INT16";
+    case DType::kInt32: return "INT32";
+    case DType::kInt64: return "INT64";
+    case DType::kFloat16: return "FP16";
+    case DType::kFloat32: return "FP32";
+    case DType::kFloat64: return "FP64";
+    case DType::kBFloat16: return "BF16";
+    default: return "";
+  }
+}
+
+namespace {
+
+std::string file_identity(const std::string& path) {
+  std::error_code ec;
+  auto size = fs::file_size(path, ec);
+  auto time = fs::last_write_time(path, ec).time_since_epoch().count();
+  return path + ":" + std::to_string(size) + ":" + std::to_string(time);
+}
+
+// Runs fn on each item, catching its Error into that item's result: one bad input (a corrupt
+// image) fails alone, never the batch it shares.
+template <class In, class Out, class Fn>
+std::vector<typename BatchQueue<In, Out>::Result> per_item(std::vector<In>& inputs, Fn fn) {
+  std::vector<typename BatchQueue<In, Out>::Result> out(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    try {
+      out[i].value = fn(inputs[i]);
+    } catch (const std::exception& e) {
+      out[i].error = e.what();
+    }
+  }
+  return out;
+}
+
+nlohmann::json tensor_meta(const ValueInfo& v) {
+  nlohmann::json dims = nlohmann::json::array();
+  for (int64_t d : v.dims) dims.push_back(d);
+  const char* dt = kserve_datatype(v.dtype);
+  return {{"name", v.name}, {"datatype", *dt ? dt : dtype_name(v.dtype)}, {"shape", dims}};
+}
+
+}  // namespace
+
+ServedModel::ServedModel(std::string name, int version, const std::string& dir, const ModelConfig& config,
+                         BatchObserver observer)
+    : name_(std::move(name)), version_(version), config_(config) {
+  auto observe_as = [this, observer](const char* queue) -> std::function<void(size_t, double, double)> {
+    if (!observer) return {};
+    return [this, observer, queue](size_t b, double q, double c) { observer(name_, queue, b, q, c); };
+  };
+  BatchPolicy one = config_.batching;  // queues whose work does not batch take one at a time
+  one.max_batch_size = 1;
+  one.preferred_batch_sizes.clear();
+  one.max_queue_delay = std::chrono::microseconds(0);
+
+  // A folder of the published PP-OCRv4 files is an ocr pipeline even without pipeline.json.
+  bool ppocr_names = fs::is_regular_file(fs::path(dir) / "ch_PP-OCRv4_det_infer.onnx");
+  if (pipelines::has_manifest(dir) || ppocr_names) {
+    pipelines::Manifest m = pipelines::has_manifest(dir) ? pipelines::read_manifest(dir) : ocr::ocr_manifest(dir);
+    kind_ = pipelines::type_name(m.type);
+    preprocess_id_ = sha256_hex(kind_ + "|" + m.preprocess.dump() + "|" + dir + "|" + std::to_string(version_));
+    if (m.type == pipelines::PipelineType::kOcr) {
+      ocr_ = std::make_unique<ocr::OcrPipeline>(m, config_.session, ocr::ocr_options(m));
+      ocr_q_ = std::make_unique<BatchQueue<Bytes, std::vector<ocr::OcrLine>>>(
+          one,
+          [this](std::vector<Bytes>& in) {
+            return per_item<Bytes, std::vector<ocr::OcrLine>>(in, [this](const Bytes& b) { return ocr_->run(image::decode_image(b)); });
+          },
+          observe_as("ocr"));
+      return;
+    }
+    embedder_ = pipelines::open_embedder(m, config_.session);
+    if (auto* clip = dynamic_cast<clip::ClipPipeline*>(embedder_.get())) logit_scale_ = clip->logit_scale();
+    if (m.labels) labels_ = *m.labels;
+    if (m.templates && !m.templates->empty()) templates_ = *m.templates;
+  } else {
+    std::string path = (fs::path(dir) / "model.onnx").string();
+    if (!fs::is_regular_file(path)) throw Error(dir + ": holds neither pipeline.json nor model.onnx");
+    Status st = Session::load(path, config_.session, &session_);
+    if (!st) throw Error(st.message());
+    kind_ = "onnx";
+    preprocess_id_ = sha256_hex(file_identity(path));
+    tensor_q_ = std::make_unique<BatchQueue<std::vector<NamedTensor>, std::vector<Tensor>>>(
+        one,
+        [this](std::vector<std::vector<NamedTensor>>& in) {
+          return per_item<std::vector<NamedTensor>, std::vector<Tensor>>(in, [this](const std::vector<NamedTensor>& t) {
+            std::vector<Tensor> out;
+            Status s = session_->run(t, &out);
+            if (!s) throw Error(s.message());
+            return out;
+          });
+        },
+        observe_as("tensor"));
+    return;
+  }
+
+  if (embedder_->has_tower(Modality::kImage))
+    image_q_ = std::make_unique<BatchQueue<Bytes, Embedding>>(
+        config_.batching,
+        [this](std::vector<Bytes>& in) {
+          // Decode one by one (a corrupt file fails alone), then run the good ones as one batch.
+          std::vector<BatchQueue<Bytes, Embedding>::Result> out(in.size());
+          std::vector<image::Image> images;
+          std::vector<size_t> where;
+          for (size_t i = 0; i < in.size(); ++i) {
+            try {
+              images.push_back(image::decode_image(in[i]));
+              where.push_back(i);
+            } catch (const std::exception& e) {
+              out[i].error = e.what();
+            }
+          }
+          if (!images.empty()) {
+            std::vector<Embedding> e = embedder_->embed_images(images);
+            for (size_t k = 0; k < where.size(); ++k) out[where[k]].value = std::move(e[k]);
+          }
+          return out;
+        },
+        observe_as("image"));
+  if (embedder_->has_tower(Modality::kText))
+    text_q_ = std::make_unique<BatchQueue<std::string, Embedding>>(
+        config_.batching,
+        [this](std::vector<std::string>& in) {
+          std::vector<Embedding> e = embedder_->embed_texts(in);  // texts were checked before queueing
+          std::vector<BatchQueue<std::string, Embedding>::Result> out(in.size());
+          for (size_t i = 0; i < in.size(); ++i) out[i].value = std::move(e[i]);
+          return out;
+        },
+        observe_as("text"));
+  if (embedder_->has_tower(Modality::kAudio))
+    audio_q_ = std::make_unique<BatchQueue<Bytes, Embedding>>(
+        config_.batching,
+        [this](std::vector<Bytes>& in) {
+          return per_item<Bytes, Embedding>(in, [this](const Bytes& b) {
+            return std::move(embedder_->embed_audio(std::span<const Bytes>(&b, 1)).at(0));
+          });
+        },
+        observe_as("audio"));
+}
+
+ServedModel::~ServedModel() {
+  // Drain in the order requests may chain (classification waits on text after image).
+  image_q_.reset();
+  audio_q_.reset();
+  text_q_.reset();
+  ocr_q_.reset();
+  tensor_q_.reset();
+}
+
+bool ServedModel::takes(Modality m) const {
+  switch (m) {
+    case Modality::kImage: return image_q_ != nullptr;
+    case Modality::kText: return text_q_ != nullptr;
+    case Modality::kAudio: return audio_q_ != nullptr;
+  }
+  return false;
+}
+
+void ServedModel::check_text(std::string_view text) const {
+  if (!embedder_) throw Error("model '" + name_ + "' takes no text");
+  embedder_->check_text(text);
+}
+
+bool ServedModel::embed_image(Bytes encoded, EmbeddingDone done) {
+  return image_q_ && image_q_->push(std::move(encoded), std::move(done));
+}
+bool ServedModel::embed_text(std::string text, EmbeddingDone done) {
+  return text_q_ && text_q_->push(std::move(text), std::move(done));
+}
+bool ServedModel::embed_audio(Bytes encoded, EmbeddingDone done) {
+  return audio_q_ && audio_q_->push(std::move(encoded), std::move(done));
+}
+bool ServedModel::ocr(Bytes encoded, OcrDone done) { return ocr_q_ && ocr_q_->push(std::move(encoded), std::move(done)); }
+bool ServedModel::infer(std::vector<NamedTensor> inputs, TensorsDone done) {
+  return tensor_q_ && tensor_q_->push(std::move(inputs), std::move(done));
+}
+
+size_t ServedModel::queued() const {
+  size_t n = 0;
+  if (image_q_) n += image_q_->depth();
+  if (text_q_) n += text_q_->depth();
+  if (audio_q_) n += audio_q_->depth();
+  if (ocr_q_) n += ocr_q_->depth();
+  if (tensor_q_) n += tensor_q_->depth();
+  return n;
+}
+
+const std::vector<ValueInfo>& ServedModel::input_info() const {
+  static const std::vector<ValueInfo> none;
+  return session_ ? session_->inputs() : none;
+}
+const std::vector<ValueInfo>& ServedModel::output_info() const {
+  static const std::vector<ValueInfo> none;
+  return session_ ? session_->outputs() : none;
+}
+
+std::vector<std::pair<const char*, size_t>> ServedModel::chosen_batch_sizes() const {
+  std::vector<std::pair<const char*, size_t>> out;
+  if (image_q_) out.emplace_back("image", image_q_->controller().chosen());
+  if (text_q_) out.emplace_back("text", text_q_->controller().chosen());
+  if (audio_q_) out.emplace_back("audio", audio_q_->controller().chosen());
+  return out;
+}
+
+nlohmann::json ServedModel::metadata() const {
+  nlohmann::json j = {{"name", name_}, {"versions", {std::to_string(version_)}}, {"platform", "mminfer_" + kind_}};
+  nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
+  if (session_) {
+    for (const ValueInfo& v : session_->inputs()) inputs.push_back(tensor_meta(v));
+    for (const ValueInfo& v : session_->outputs()) outputs.push_back(tensor_meta(v));
+  } else if (ocr_) {
+    inputs.push_back({{"name", "image"}, {"datatype", "BYTES"}, {"shape", {1}}});
+    outputs.push_back({{"name", "lines"}, {"datatype", "BYTES"}, {"shape", {-1}}});
+  } else {
+    for (auto [m, q] : {std::pair{Modality::kImage, image_q_ != nullptr}, {Modality::kText, text_q_ != nullptr},
+                        {Modality::kAudio, audio_q_ != nullptr}})
+      if (q) inputs.push_back({{"name", pipelines::modality_name(m)}, {"datatype", "BYTES"}, {"shape", {-1}}});
+    outputs.push_back({{"name", "embedding"}, {"datatype", "FP32"}, {"shape", {-1, -1}}});
+  }
+  j["inputs"] = inputs;
+  j["outputs"] = outputs;
+  return j;
+}
+
+}  // namespace mminfer::serve

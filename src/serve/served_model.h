@@ -1,0 +1,103 @@
+// One version of one model of the repository, loaded and ready: a plain ONNX model (tensors in,
+// tensors out) or a pipeline folder (ocr, clip, audio-encoder). Each modality it takes has its
+// own BatchQueue and worker, so image and text requests of a CLIP pipeline batch separately
+// and run at the same time on their own towers.
+//
+// Unloading a version never fails the requests it already accepted: destruction drains the
+// queues first (they are declared after what they run). The `done` callbacks must not hold a
+// shared_ptr to the model: the last owner would then be a queue worker destroying its own queue.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mminfer/session.h"
+#include "pipelines/embedder.h"
+#include "pipelines/ocr/ocr_pipeline.h"
+#include "serve/batch_queue.h"
+#include "serve/model_config.h"
+
+namespace mminfer::serve {
+
+using Bytes = std::vector<uint8_t>;
+using pipelines::Embedding;
+using pipelines::Modality;
+
+// Told after every batch, for the metrics.
+using BatchObserver = std::function<void(const std::string& model, const char* queue, size_t batch, double queue_ms,
+                                         double compute_ms)>;
+
+class ServedModel {
+ public:
+  // `dir` is the version folder: model.onnx, or a pipeline folder with pipeline.json.
+  // Throws Error naming what is wrong.
+  ServedModel(std::string name, int version, const std::string& dir, const ModelConfig& config, BatchObserver observer);
+  ~ServedModel();
+
+  const std::string& name() const { return name_; }
+  int version() const { return version_; }
+  const std::string& kind() const { return kind_; }  // "onnx", "ocr", "clip", "audio-encoder"
+  const ModelConfig& config() const { return config_; }
+  // A digest of what turns raw bytes into model inputs (the manifest's preprocess section, the
+  // model file's size and time): part of every cache key, so a new version never reuses old results.
+  const std::string& preprocess_id() const { return preprocess_id_; }
+  nlohmann::json metadata() const;  // KServe v2 model metadata
+
+  bool takes(Modality m) const;
+  bool is_ocr() const { return ocr_ != nullptr; }
+  bool is_tensor_model() const { return session_ != nullptr; }
+  const pipelines::Embedder* embedder() const { return embedder_.get(); }
+
+  using EmbeddingDone = std::function<void(BatchResult<Embedding>)>;
+  using OcrDone = std::function<void(BatchResult<std::vector<ocr::OcrLine>>)>;
+  using TensorsDone = std::function<void(BatchResult<std::vector<Tensor>>)>;
+
+  // Each returns false, without calling `done`, when that queue is full.
+  bool embed_image(Bytes encoded, EmbeddingDone done);
+  bool embed_text(std::string text, EmbeddingDone done);
+  bool embed_audio(Bytes encoded, EmbeddingDone done);
+  bool ocr(Bytes encoded, OcrDone done);
+  bool infer(std::vector<NamedTensor> inputs, TensorsDone done);
+
+  // Tensor models: the session's inputs and outputs (empty for pipelines).
+  const std::vector<ValueInfo>& input_info() const;
+  const std::vector<ValueInfo>& output_info() const;
+  // Clip pipelines: the manifest's labels and templates ({"{}"} when it has none), logit scale.
+  const std::vector<std::string>& default_labels() const { return labels_; }
+  const std::vector<std::string>& default_templates() const { return templates_; }
+  float logit_scale() const { return logit_scale_; }
+
+  // Throws Error for a text the text tower would refuse (too long, invalid UTF-8).
+  void check_text(std::string_view text) const;
+  size_t queued() const;
+  // Per queue ("image", "text", ...): the batch size its controller picked last.
+  std::vector<std::pair<const char*, size_t>> chosen_batch_sizes() const;
+
+ private:
+  std::string name_;
+  int version_;
+  std::string kind_;
+  ModelConfig config_;
+  std::string preprocess_id_;
+  std::vector<std::string> labels_, templates_{"{}"};
+  float logit_scale_ = 0;
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<ocr::OcrPipeline> ocr_;
+  std::unique_ptr<pipelines::Embedder> embedder_;
+  // Last: destroyed first, so they drain while what they run still exists.
+  std::unique_ptr<BatchQueue<Bytes, Embedding>> image_q_;
+  std::unique_ptr<BatchQueue<std::string, Embedding>> text_q_;
+  std::unique_ptr<BatchQueue<Bytes, Embedding>> audio_q_;
+  std::unique_ptr<BatchQueue<Bytes, std::vector<ocr::OcrLine>>> ocr_q_;
+  std::unique_ptr<BatchQueue<std::vector<NamedTensor>, std::vector<Tensor>>> tensor_q_;
+};
+
+// The KServe datatype name of a dtype ("FP32", "INT64", ...), "" when it has none.
+const char* kserve_datatype(DType t);
+
+}  // namespace mminfer::serve

@@ -1,0 +1,162 @@
+#include "serve/server.h"
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+namespace mminfer::serve {
+
+HttpResponse error_response(int status, const std::string& message) {
+  HttpResponse r;
+  r.status = status;
+  r.body = nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (status == 429 || status == 503) r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+HttpResponse json_response(const nlohmann::json& body, int status) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+namespace {
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) parts.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
+// The label a request is counted under: the route, not the raw path (model names vary).
+std::string endpoint_of(const std::vector<std::string>& p) {
+  if (p.empty()) return "/";
+  if (p[0] == "v1" && p.size() == 2) return "/v1/" + p[1];
+  if (p[0] == "v2") {
+    if (p.size() >= 3 && p[1] == "models") return "/v2/models/" + (p.size() > 3 ? p.back() : std::string("metadata"));
+    if (p.size() >= 2 && p[1] == "repository") return "/v2/repository";
+    return "/v2/health";
+  }
+  if (p[0] == "metrics") return "/metrics";
+  return "other";
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options)
+    : options_(std::move(options)),
+      cache_(options_.cache ? std::make_unique<ResultCache>(options_.cache_options) : nullptr),
+      features_(cache_.get()) {
+  repository_ = std::make_unique<ModelRepository>(
+      options_.repository, [this](const std::string& model, const char* queue, size_t batch, double queue_ms, double compute_ms) {
+        observe_batch(model, queue, batch, queue_ms, compute_ms);
+      });
+  repository_->load_all();
+  http_ = std::make_unique<HttpServer>(options_.http, [this](HttpRequest req, Reply reply) { handle(std::move(req), std::move(reply)); });
+}
+
+Server::~Server() { shutdown(); }
+
+void Server::start() { http_->start(); }
+
+void Server::shutdown() {
+  if (stopping_.exchange(true)) return;
+  http_->stop_accepting();
+  // Requests already accepted finish: wait until every one has been answered and written.
+  for (int i = 0; i < 6000 && http_->requests_in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  http_->stop();
+}
+
+void Server::observe_batch(const std::string& model, const char* queue, size_t batch, double queue_ms, double compute_ms) {
+  metrics::Labels l = {{"model", model}, {"queue", queue}};
+  metrics_.histogram("mminfer_batch_size", "Requests per model run", l, metrics::batch_size_buckets()).observe(static_cast<double>(batch));
+  metrics_.histogram("mminfer_queue_seconds", "Time a batch's first request waited in the queue", l).observe(queue_ms / 1e3);
+  metrics_.histogram("mminfer_compute_seconds", "Time one batch took to run", l).observe(compute_ms / 1e3);
+  metrics_.counter("mminfer_batches_total", "Batches run", l).inc();
+}
+
+std::string Server::render_metrics() {
+  if (cache_) {
+    CacheStats s = cache_->stats();
+    metrics_.gauge("mminfer_cache_hits", "Cache lookups answered from the cache").set(static_cast<double>(s.hits));
+    metrics_.gauge("mminfer_cache_misses", "Cache lookups that found nothing").set(static_cast<double>(s.misses));
+    metrics_.gauge("mminfer_cache_evictions", "Entries removed to stay under the byte budget").set(static_cast<double>(s.evictions));
+    metrics_.gauge("mminfer_cache_expirations", "Entries removed because their TTL passed").set(static_cast<double>(s.expirations));
+    metrics_.gauge("mminfer_cache_bytes", "Bytes held by the cache").set(static_cast<double>(s.bytes));
+    metrics_.gauge("mminfer_cache_entries", "Entries held by the cache").set(static_cast<double>(s.entries));
+  }
+  for (const auto& m : repository_->loaded()) {
+    metrics_.gauge("mminfer_queue_depth", "Requests waiting in a model's queues", {{"model", m->name()}}).set(static_cast<double>(m->queued()));
+    for (const auto& [queue, size] : m->chosen_batch_sizes())
+      metrics_.gauge("mminfer_batch_size_target", "Batch size the adaptive controller picked last", {{"model", m->name()}, {"queue", queue}})
+          .set(static_cast<double>(size));
+  }
+  metrics_.gauge("mminfer_open_connections", "Open HTTP connections").set(static_cast<double>(http_->open_connections()));
+  return metrics_.render();
+}
+
+std::shared_ptr<ServedModel> Server::find_model(const std::string& name, int version, const Reply& reply) const {
+  auto model = repository_->get(name, version);
+  if (!model) {
+    bool known = repository_->get(name) != nullptr;
+    reply(error_response(404, known ? "model '" + name + "' has no loaded version " + std::to_string(version)
+                                    : "unknown model '" + name + "'"));
+  }
+  return model;
+}
+
+void Server::handle(HttpRequest req, Reply reply) {
+  auto start = std::chrono::steady_clock::now();
+  std::string endpoint = endpoint_of(split_path(req.path));
+  Reply counted = [this, reply, start, endpoint](HttpResponse res) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    metrics_.counter("mminfer_requests_total", "HTTP requests answered", {{"endpoint", endpoint}, {"code", std::to_string(res.status)}}).inc();
+    metrics_.histogram("mminfer_request_seconds", "Time from request to answer", {{"endpoint", endpoint}}).observe(s);
+    if (res.status >= 400)
+      metrics_.counter("mminfer_request_failures_total", "Requests answered with an error", {{"endpoint", endpoint}}).inc();
+    reply(std::move(res));
+  };
+  if (stopping_) return counted(error_response(503, "the server is shutting down"));
+  try {
+    route(req, counted);
+  } catch (const std::exception& e) {
+    counted(error_response(400, e.what()));
+  }
+}
+
+void Server::route(const HttpRequest& req, const Reply& reply) {
+  std::vector<std::string> p = split_path(req.path);
+  bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
+  auto method_not_allowed = [&] { reply(error_response(405, req.method + " is not allowed on " + req.path)); };
+  if (p.empty()) {
+    if (!get) return method_not_allowed();
+    HttpResponse r;
+    r.content_type = "text/html; charset=utf-8";
+    r.body = index_page();
+    return reply(std::move(r));
+  }
+  if (p.size() == 1 && p[0] == "metrics") {
+    if (!get) return method_not_allowed();
+    HttpResponse r;
+    r.content_type = metrics::kContentType;
+    r.body = render_metrics();
+    return reply(std::move(r));
+  }
+  if (p[0] == "v1" && p.size() == 2) {
+    if (!post) return method_not_allowed();
+    if (p[1] == "embeddings") return embeddings(req, reply);
+    if (p[1] == "ocr") return ocr(req, reply);
+    if (p[1] == "classify") return classify(req, reply);
+  }
+  if (p[0] == "v2") return kserve(req, p, reply);
+  reply(error_response(404, "no route " + req.path));
+}
+
+}  // namespace mminfer::serve
