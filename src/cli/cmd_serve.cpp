@@ -88,6 +88,8 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  std::printf("mminfer serve: loading the models of %s\n", options.repository.c_str());
+  std::fflush(stdout);
   serve::Server server(options);
   server.start();
   std::string models;
