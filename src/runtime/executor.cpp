@@ -118,11 +118,6 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
   }
   MemoryPlan mp = plan_memory(requests);
   plan.arena_bytes = mp.total_bytes;
-  if (plan.arena_bytes) {
-    void* p = std::aligned_alloc(64, (plan.arena_bytes + 63) / 64 * 64);
-    if (!p) throw Error("out of memory: arena of " + std::to_string(plan.arena_bytes) + " bytes");
-    plan.arena = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  }
   for (size_t v = 0; v < n; ++v)
     if (request_of[v] >= 0 && root[v] == static_cast<int>(v)) plan.offset[v] = static_cast<int64_t>(mp.offsets[request_of[v]]);
   // In-place outputs share the offset of the buffer they overwrite.
@@ -188,7 +183,7 @@ void Executor::execute_branches(std::vector<Tensor>& values, const ShapePlan& pl
 
 void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan* plan, Recording* record,
                         Profiler* profiler, StepScratch& s) {
-  char* arena = plan && plan->arena ? static_cast<char*>(plan->arena.get()) : nullptr;
+  char* arena = plan ? static_cast<char*>(arena_.get()) : nullptr;
   kernels::Inputs& in = s.in;
   kernels::Outputs& out = s.out;
   std::vector<TensorDesc>& descs = s.descs;
@@ -270,6 +265,16 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
   for (int v : st.release) values[v] = Tensor();
 }
 
+void Executor::reserve_arena(size_t bytes) {
+  if (bytes <= arena_bytes_) return;
+  arena_.reset();  // free the old one first: peak memory is the larger arena, not both
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw Error("out of memory: arena of " + std::to_string(bytes) + " bytes");
+  arena_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  arena_bytes_ = rounded;
+}
+
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* profiler) {
   std::vector<int64_t> signature;
   for (const Tensor& t : inputs) {
@@ -293,11 +298,13 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     record.shape_only.assign(graph_.values.size(), false);
     for (size_t v = 0; v < graph_.values.size(); ++v) record.shape_only[v] = graph_.values[v].is_constant;
     execute(values, nullptr, &record, profiler);
-    // Bound the cache so a stream of new shapes cannot grow memory without limit.
-    if (plans_.size() >= 16) plans_.erase(plans_.begin());
+    // Bound the cache so a stream of new shapes cannot grow memory without limit (plans hold
+    // offsets only; the one arena is shared).
+    if (plans_.size() >= 64) plans_.erase(plans_.begin());
     plans_[signature] = std::make_unique<ShapePlan>(build_plan(record));
   } else {
     ShapePlan& plan = *it->second;
+    reserve_arena(plan.arena_bytes);
     bool branches = branches_.worth_trying() && !profiler && inter_op_ != InterOp::kOff && num_threads() > 1;
     bool concurrent = branches && (inter_op_ == InterOp::kOn ||
                                    (plan.tuner.decided() ? plan.tuner.concurrent() : plan.tuner.next_is_concurrent()));

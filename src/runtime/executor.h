@@ -43,8 +43,7 @@ class Executor {
     std::vector<bool> skip;                   // per step
     std::vector<kernels::TensorDesc> descs;  // per value, as seen on the planning run
     std::vector<int64_t> offset;             // per value; -1: not in the arena
-    size_t arena_bytes = 0;
-    std::shared_ptr<void> arena;
+    size_t arena_bytes = 0;  // what the plan needs of the executor's arena
     BranchTuner tuner;  // sequential or concurrent branches, for this signature
   };
   // Per-thread buffers reused from step to step.
@@ -56,6 +55,7 @@ class Executor {
   };
 
   ShapePlan build_plan(Recording& rec) const;
+  void reserve_arena(size_t bytes);
   void execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler);
   // Runs each branch on its own thread; the plan keeps their buffers apart.
   void execute_branches(std::vector<Tensor>& values, const ShapePlan& plan);
@@ -67,6 +67,10 @@ class Executor {
   std::vector<int> last_use_;  // per value: step index of last read; INT_MAX for graph outputs
   std::map<std::vector<int64_t>, std::unique_ptr<ShapePlan>> plans_;
   std::vector<Tensor> values_;  // reused between runs
+  // One arena for every plan, as large as the largest: runs of one executor never overlap and
+  // graph outputs never live in it, so plans for many shapes cost offsets, not memory.
+  std::shared_ptr<void> arena_;
+  size_t arena_bytes_ = 0;
   InterOp inter_op_;
   Branches branches_;
 };
