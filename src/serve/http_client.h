@@ -1,0 +1,47 @@
+// A small HTTP/1.1 client on one kept-alive connection, for the load generator and tests.
+// It reconnects when the server has closed the connection and retries once when a reused
+// connection turns out to be stale; anything below HTTP throws HttpConnectionError.
+// Beast stays inside http_client.cpp.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "mminfer/status.h"
+
+namespace mminfer::serve {
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+};
+
+class HttpConnectionError : public Error {
+ public:
+  // kind: "resolve", "refused", "timeout", "reset", "closed" or "other", for counting.
+  HttpConnectionError(std::string kind, const std::string& message) : Error(message), kind_(std::move(kind)) {}
+  const std::string& kind() const { return kind_; }
+
+ private:
+  std::string kind_;
+};
+
+class HttpClient {
+ public:
+  // timeout bounds connecting, and separately sending one request and reading its answer.
+  HttpClient(std::string host, std::string port, std::chrono::milliseconds timeout);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  HttpResult post(const std::string& target, const std::string& body, const std::string& content_type);
+  HttpResult get(const std::string& target);
+  size_t connections_opened() const;  // tests check that connections are reused
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mminfer::serve
