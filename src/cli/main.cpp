@@ -22,6 +22,7 @@ void usage() {
       "  embed --pipeline DIR (--image F | --text S | --audio F)...  normalized embeddings\n"
       "  classify --pipeline DIR --image F... --labels \"a,b,c\"  zero-shot label probabilities (clip)\n"
       "  serve [--repository DIR] [--port 8000]  the inference server (KServe v2, /v1/embeddings, /v1/ocr)\n"
+      "  loadgen --url URL                load a running server with embedding requests, report req/s and latencies\n"
       "\n"
       "run 'mminfer COMMAND --help' for the options of one command\n",
       stderr);
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     if (cmd == "serve") return mminfer::cli::cmd_serve(argc, argv);
     if (cmd == "embed") return mminfer::cli::cmd_embed(argc, argv);
     if (cmd == "classify") return mminfer::cli::cmd_classify(argc, argv);
+    if (cmd == "loadgen") return mminfer::cli::cmd_loadgen(argc, argv);
   } catch (const mminfer::Error& e) {
     std::fprintf(stderr, "mminfer %s: error: %s\n", cmd.c_str(), e.what());
     return 1;

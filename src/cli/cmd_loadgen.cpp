@@ -1,0 +1,119 @@
+// mminfer loadgen --url URL : drives a running mminfer server with embedding requests and
+// reports req/s, p50/p90/p99 and errors by status.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "serve/input_variants.h"
+#include "serve/loadgen.h"
+
+namespace mminfer::cli {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot read " + path);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+double get_number(const Args& args, const std::string& flag, double fallback) {
+  if (!args.has(flag)) return fallback;
+  const std::string v = args.get(flag);
+  try {
+    size_t pos = 0;
+    double d = std::stod(v, &pos);
+    if (pos == v.size() && std::isfinite(d)) return d;
+  } catch (const std::logic_error&) {
+  }
+  throw Error(flag + " expects a number, got '" + v + "'");
+}
+
+// Files given one by one, then the files of each directory whose names say they are media.
+std::vector<std::string> load_inputs(const Args& args, const std::string& file_flag, const std::string& dir_flag,
+                                     const std::vector<std::string>& extensions) {
+  std::vector<std::string> paths = args.all(file_flag);
+  for (const std::string& dir : args.all(dir_flag)) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      std::string ext = entry.path().extension().string();
+      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (entry.is_regular_file() && std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
+        found.push_back(entry.path().string());
+    }
+    if (ec) throw Error("cannot list " + dir + ": " + ec.message());
+    if (found.empty()) throw Error(dir_flag + " " + dir + " holds no " + file_flag.substr(2) + " files");
+    std::sort(found.begin(), found.end());
+    paths.insert(paths.end(), found.begin(), found.end());
+  }
+  std::vector<std::string> contents;
+  for (const std::string& p : paths) {
+    contents.push_back(read_file(p));
+    if (!serve::has_variants(contents.back()))
+      std::fprintf(stderr, "mminfer loadgen: note: %s is not PNG, JPEG or WAV; every request for it sends the same bytes\n",
+                   p.c_str());
+  }
+  return contents;
+}
+
+}  // namespace
+
+int cmd_loadgen(int argc, char** argv) {
+  Args args(argc, argv, 2,
+            {"--url", "--mix", "--concurrency", "--duration", "--requests", "--repeat-fraction", "--text", "--image",
+             "--image-dir", "--audio", "--audio-dir", "--model", "--model-text", "--model-image", "--model-audio",
+             "--timeout", "--seed"},
+            {"--help", "--json"});
+  if (args.has("--help") || !args.has("--url")) {
+    std::fputs(
+        "usage: mminfer loadgen --url URL [--mix text:0.5,image:0.5] [--concurrency N] [--duration S]\n"
+        "                       [--requests N] [--repeat-fraction F] [--json] [--text S]... [--image F]...\n"
+        "                       [--image-dir D] [--audio F]... [--audio-dir D] [--model NAME]\n"
+        "                       [--model-text NAME] [--model-image NAME] [--model-audio NAME] [--timeout S] [--seed N]\n"
+        "  POST {URL}/v1/embeddings from N virtual users (1), each on one kept-alive connection, for S seconds\n"
+        "  (10) or N requests in all, whichever ends first; reports requests, req/s, p50/p90/p99 of 2xx answers\n"
+        "  and errors by HTTP status and connection error, per modality and in total (--json: one object).\n"
+        "  --mix: modality weights (text); image needs --image or --image-dir, audio --audio or --audio-dir\n"
+        "  --text: the texts to send (20 built-in sentences otherwise)\n"
+        "  --repeat-fraction: share of requests that resend an input already sent (0); the others send a\n"
+        "    fresh variant (texts with a counter, PNG/JPEG/WAV with a counter where decoders skip it),\n"
+        "    so a result cache serves only the repeats\n"
+        "  --model: model for every modality; --model-text, --model-image (clip), --model-audio (audio)\n"
+        "  --timeout: seconds per connect and per request (30)\n",
+        stderr);
+    return args.has("--help") ? 0 : 2;
+  }
+  serve::LoadgenOptions o;
+  o.url = args.get("--url");
+  if (args.has("--mix")) o.mix = serve::parse_mix(args.get("--mix"));
+  o.concurrency = args.get_int("--concurrency", 1);
+  o.duration_s = get_number(args, "--duration", args.has("--requests") ? 0 : 10);
+  int requests = args.get_int("--requests", 0);
+  if (requests < 0) throw Error("--requests must not be negative");
+  o.max_requests = static_cast<uint64_t>(requests);
+  o.repeat_fraction = get_number(args, "--repeat-fraction", 0);
+  o.texts = args.all("--text");
+  o.images = load_inputs(args, "--image", "--image-dir", {".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp"});
+  o.audios = load_inputs(args, "--audio", "--audio-dir", {".wav", ".flac", ".ogg", ".mp3"});
+  if (args.has("--model")) o.model_text = o.model_image = o.model_audio = args.get("--model");
+  o.model_text = args.get("--model-text", o.model_text);
+  o.model_image = args.get("--model-image", o.model_image);
+  o.model_audio = args.get("--model-audio", o.model_audio);
+  double timeout_s = get_number(args, "--timeout", 30);
+  if (!(timeout_s > 0)) throw Error("--timeout must be positive");
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(timeout_s * 1000)));
+  o.seed = static_cast<uint64_t>(args.get_int("--seed", 1));
+
+  serve::LoadgenReport report = serve::run_loadgen(o);
+  if (args.has("--json")) std::printf("%s\n", serve::format_json(report).c_str());
+  else std::fputs(serve::format_table(report).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace mminfer::cli
