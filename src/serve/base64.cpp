@@ -1,12 +1,12 @@
 #include "serve/base64.h"
 
+#include <openssl/evp.h>
+
 #include "mminfer/status.h"
 
 namespace mminfer::serve {
 
 namespace {
-
-constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 int value_of(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -45,18 +45,11 @@ std::vector<uint8_t> base64_decode(std::string_view text) {
   return out;
 }
 
-std::string base64_encode(const uint8_t* data, size_t size) {
-  std::string out;
-  out.reserve((size + 2) / 3 * 4);
-  for (size_t i = 0; i < size; i += 3) {
-    uint32_t n = static_cast<uint32_t>(data[i]) << 16;
-    if (i + 1 < size) n |= static_cast<uint32_t>(data[i + 1]) << 8;
-    if (i + 2 < size) n |= data[i + 2];
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += i + 1 < size ? kAlphabet[(n >> 6) & 63] : '=';
-    out += i + 2 < size ? kAlphabet[n & 63] : '=';
-  }
+std::string base64_encode(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(bytes.data()),
+                          static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
   return out;
 }
 

@@ -10,7 +10,7 @@ namespace mminfer::serve {
 
 // Throws Error naming the offset of the first character that is not base64.
 std::vector<uint8_t> base64_decode(std::string_view text);
-std::string base64_encode(const uint8_t* data, size_t size);
+std::string base64_encode(std::string_view bytes);  // OpenSSL EVP_EncodeBlock
 // The payload of a base64 data URL, or of plain base64 text when `text` is not a data URL.
 std::vector<uint8_t> decode_data_url(std::string_view text);
 

@@ -100,14 +100,6 @@ std::string wav_variant(std::string_view b, uint64_t n) {
 
 }  // namespace
 
-std::string base64_encode(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
 std::string sniff_media_type(std::string_view b, std::string_view fallback) {
   if (starts_with(b, kPngSignature)) return "image/png";
   if (is_jpeg(b)) return "image/jpeg";

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-namespace mminfer::serve {
+#include "serve/base64.h"
 
-std::string base64_encode(std::string_view bytes);
+namespace mminfer::serve {
 
 // The media type from magic bytes (image/png, image/jpeg, image/gif, image/webp, image/bmp,
 // audio/wav, audio/flac, audio/ogg, audio/mpeg), or fallback.

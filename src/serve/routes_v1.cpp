@@ -175,7 +175,7 @@ void Server::embeddings(const HttpRequest& req, const Reply& reply) {
       json e = {{"object", "embedding"}, {"index", i}};
       const std::string& bytes = *outcomes[i].value;
       if (format == "base64")
-        e["embedding"] = base64_encode(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+        e["embedding"] = base64_encode(bytes);
       else
         e["embedding"] = embedding_values(bytes);
       data.push_back(std::move(e));

@@ -21,8 +21,7 @@ TEST(Base64, KnownVectors) {
   EXPECT_EQ(decoded("Zm9vYmFy"), "foobar");
   EXPECT_EQ(decoded("Zm9v\nYmFy"), "foobar");  // line breaks as MIME writes them
   EXPECT_EQ(decoded("Zm8"), "fo");              // padding may be left out
-  const std::string s = "foobar";
-  EXPECT_EQ(base64_encode(reinterpret_cast<const uint8_t*>(s.data()), 4), "Zm9vYg==");
+  EXPECT_EQ(base64_encode("foob"), "Zm9vYg==");
 }
 
 TEST(Base64, RoundTripsRandomBytes) {
@@ -30,7 +29,7 @@ TEST(Base64, RoundTripsRandomBytes) {
   for (size_t n : {0, 1, 2, 3, 4, 5, 63, 64, 65, 1000}) {
     std::vector<uint8_t> bytes(n);
     for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-    EXPECT_EQ(base64_decode(base64_encode(bytes.data(), bytes.size())), bytes) << n;
+    EXPECT_EQ(base64_decode(base64_encode(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()))), bytes) << n;
   }
 }
 
