@@ -1,6 +1,5 @@
 #include "serve/input_variants.h"
 
-#include <openssl/evp.h>
 
 #include <array>
 
