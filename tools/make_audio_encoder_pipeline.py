@@ -32,13 +32,14 @@ OUT/.stamp holds a hash of the sources, torch's version and the sox and espeak-n
 matches, nothing is regenerated.
 """
 import argparse
-import hashlib
 import json
 import math
 import os
 import shutil
 import subprocess
 import sys
+
+import generator_stamp  # tools/, the folder of this script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = [os.path.join(HERE, n) for n in ("make_audio_encoder_pipeline.py", "reference_models.py", "logmel_reference.py")]
@@ -80,19 +81,7 @@ def tool_versions():
 
 
 def sources_hash():
-    from importlib import metadata
-
-    h = hashlib.sha256()
-    try:
-        h.update(metadata.version("torch").encode())
-    except metadata.PackageNotFoundError:
-        pass  # the import later says what is missing
-    for v in tool_versions():
-        h.update(v.encode())
-    for path in SOURCES:
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
+    return generator_stamp.sources_hash(SOURCES, tool_versions())
 
 
 def up_to_date(out, digest):

@@ -21,11 +21,12 @@ Both models are exported at opset 17 with a dynamic batch axis. OUT/.stamp holds
 generator sources, the tokenizer and torch's version: when it matches, nothing is regenerated.
 """
 import argparse
-import hashlib
 import json
 import os
 import shutil
 import sys
+
+import generator_stamp  # tools/, the folder of this script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKENIZER = os.path.join(HERE, "..", "tests", "data", "text", "clip_bpe_tokenizer.json")
@@ -53,17 +54,7 @@ TEXTS = [
 
 
 def sources_hash():
-    from importlib import metadata
-
-    h = hashlib.sha256()
-    try:
-        h.update(metadata.version("torch").encode())
-    except metadata.PackageNotFoundError:
-        pass  # the import later says what is missing
-    for path in SOURCES:
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
+    return generator_stamp.sources_hash(SOURCES)
 
 
 # --- images and their preprocessing, as CLIPImageProcessor does it ---------------------------

@@ -17,10 +17,11 @@ OUT/.stamp holds a hash of the generator sources and torch's version: when it ma
 regenerated.
 """
 import argparse
-import hashlib
 import json
 import os
 import sys
+
+import generator_stamp  # tools/, the folder of this script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = [os.path.join(HERE, "make_reference_models.py"), os.path.join(HERE, "reference_models.py")]
@@ -28,18 +29,7 @@ OPSETS = (14, 17)
 
 
 def sources_hash():
-    """The generator's sources and torch's version: either one changes the files."""
-    from importlib import metadata
-
-    h = hashlib.sha256()
-    try:
-        h.update(metadata.version("torch").encode())
-    except metadata.PackageNotFoundError:
-        pass  # the import below then says what is missing
-    for path in SOURCES:
-        with open(path, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
+    return generator_stamp.sources_hash(SOURCES)
 
 
 def up_to_date(out, names, digest):

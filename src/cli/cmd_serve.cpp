@@ -2,13 +2,12 @@
 // (no new connections, queued and running requests answered) and exit 0.
 #include <csignal>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "serve/json_file.h"
 #include "serve/server.h"
 
 namespace mminfer::cli {
@@ -18,16 +17,7 @@ namespace {
 // --config FILE: {"http": {"io_threads", "max_body_bytes", "read_timeout_ms", "idle_timeout_ms",
 // "max_connections"}, "cache": {"enabled", "policy": "lru"|"lfu"|"fifo", "bytes", "ttl_ms"}}.
 void apply_config(const std::string& path, serve::ServerOptions& o) {
-  std::ifstream f(path);
-  if (!f) throw Error("cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(path + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-  }
+  nlohmann::json j = serve::read_json_file(path);
   auto number = [&](const nlohmann::json& sec, const char* s, const char* key, double lo, double hi) {
     const auto& v = sec[key];
     if (!v.is_number() || v.get<double>() < lo || v.get<double>() > hi)

@@ -1,8 +1,8 @@
 #include "serve/model_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "serve/json_file.h"
 
 namespace mminfer::serve {
 
@@ -52,16 +52,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& p
 
 ModelConfig ModelConfig::from_file(const std::string& path) {
   if (!std::filesystem::exists(path)) return ModelConfig{};
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(path + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
-  }
-  return from_json(j, path);
+  return from_json(read_json_file(path), path);
 }
 
 nlohmann::json ModelConfig::to_json() const {
