@@ -57,9 +57,10 @@ void ModelRepository::load_all() {
 
 void ModelRepository::load(const std::string& name, int version) {
   std::string dir = model_dir(name);
+  // Before any entry exists: a name with no folder must not be listed (nor make the server unready).
+  if (!fs::is_directory(dir)) throw Error("no model folder '" + name + "' in " + root_);
   std::lock_guard<std::mutex> one_at_a_time(load_mu_);
   try {
-    if (!fs::is_directory(dir)) throw Error("no model folder '" + name + "' in " + root_);
     std::vector<int> versions = versions_in(dir);
     std::string vdir;
     if (versions.empty()) {
