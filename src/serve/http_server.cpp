@@ -95,20 +95,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
-  // Phase 2: the rest of the request must arrive within read_timeout.
+  // Phase 2: the rest of the request must arrive within read_timeout. A timer of our own cancels
+  // the read, where the stream's timeout would close the socket before the 408 could be sent.
   void read_request() {
     parser_.emplace();
     parser_->body_limit(server_.options.max_body_bytes);
     parser_->header_limit(64 * 1024);
-    stream_.expires_after(server_.options.read_timeout);
+    stream_.expires_never();
+    read_timed_out_ = false;
+    read_timer_.expires_after(server_.options.read_timeout);
+    read_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;
+      self->read_timed_out_ = true;
+      self->stream_.socket().cancel(ec);
+    });
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
+    read_timer_.cancel();
     keep_alive_ = false;
     if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) return close();
-    if (ec == beast::error::timeout)
+    if (ec && read_timed_out_)
       return write({408, "application/json", error_json("request timed out: it did not arrive within the read timeout"), {}}, false);
     if (ec == http::error::body_limit)
       return write({413, "application/json",
@@ -169,6 +178,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   beast::tcp_stream stream_;
+  net::steady_timer read_timer_{stream_.get_executor()};
+  bool read_timed_out_ = false;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpServer::Impl& server_;
