@@ -1,0 +1,189 @@
+"""Bad requests: each gets its status and a message naming the problem, while another client
+keeps being served; slow clients are cut off after the read timeout."""
+import base64
+import json
+import socket
+import threading
+import time
+
+from e2e_routes import tiny_infer
+from e2e_versions import X
+
+PNG_HEAD = b"\x89PNG\r\n\x1a\n"
+CORRUPT_PNG = PNG_HEAD + b"\x00\x00\x00\rIHDR" + bytes(range(200))
+
+
+def tiny_body(datatype="FP32", shape=(2, 4), data=None):
+    values = data if data is not None else [0.5] * (shape[0] * shape[1])
+    return {"inputs": [{"name": "x", "datatype": datatype, "shape": list(shape), "data": values}]}
+
+
+def embed(value, model="clip"):
+    return {"model": model, "input": value}
+
+
+# (what, method, path, body, headers, status, words the message must hold)
+CASES = [
+    ("malformed JSON to /v1/embeddings", "POST", "/v1/embeddings", b'{"input": [', {}, 400, ["not valid JSON"]),
+    ("malformed JSON to infer", "POST", "/v2/models/tiny/infer", b'{"inputs": [{"name": "x",', {}, 400, ["not valid JSON"]),
+    ("a JSON list instead of an object", "POST", "/v1/embeddings", [1, 2], {}, 400, ["JSON object"]),
+    ("no input", "POST", "/v1/embeddings", {"model": "clip"}, {}, 400, ["'input'"]),
+    ("wrong dtype", "POST", "/v2/models/tiny/infer", tiny_body("INT64", data=[1] * 8), {}, 400, ["FP32", "INT64"]),
+    ("unknown dtype", "POST", "/v2/models/tiny/infer", tiny_body("FP42"), {}, 400, ["FP42", "not supported"]),
+    ("wrong rank", "POST", "/v2/models/tiny/infer", tiny_body(shape=(8,), data=[0.5] * 8), {}, 400, ["rank 2", "rank 1"]),
+    ("wrong dimension", "POST", "/v2/models/tiny/infer", tiny_body(shape=(2, 5)), {}, 400, ["dimension 1 must be 4"]),
+    ("too few values", "POST", "/v2/models/tiny/infer", tiny_body(data=[0.5] * 7), {}, 400, ["7 values", "8 elements"]),
+    ("a string among numbers", "POST", "/v2/models/tiny/infer", tiny_body(data=[0.5] * 7 + ["x"]), {}, 400,
+     ["element 7", "not a number"]),
+    ("unknown input name", "POST", "/v2/models/tiny/infer",
+     {"inputs": [{"name": "z", "datatype": "FP32", "shape": [1, 4], "data": [0] * 4}]}, {}, 400, ["'z'", "not an input"]),
+    ("binary header longer than the body", "POST", "/v2/models/tiny/infer", b'{"inputs": []}',
+     {"Inference-Header-Content-Length": "999"}, 400, ["999", "larger than the body"]),
+    ("bad base64 image", "POST", "/v1/embeddings", embed([{"image": "data:image/png;base64,iVBO@@@@"}]), {}, 400,
+     ["input 0", "base64", "offset 4"]),
+    ("bad base64 for OCR", "POST", "/v1/ocr", {"image": "%%%"}, {}, 400, ["base64"]),
+    ("corrupt image to embeddings", "POST", "/v1/embeddings",
+     embed(["data:image/png;base64," + base64.b64encode(CORRUPT_PNG).decode()]), {}, 400, ["input 0", "PNG"]),
+    ("corrupt image to OCR", "POST", "/v1/ocr", CORRUPT_PNG, {"Content-Type": "image/png"}, 400, ["PNG"]),
+    ("not an image at all", "POST", "/v1/ocr", b"hello, world", {"Content-Type": "image/png"}, 400, ["unrecognised format"]),
+    ("empty OCR body", "POST", "/v1/ocr", b"", {"Content-Type": "image/png"}, 400, ["no image"]),
+    ("corrupt image to classify", "POST", "/v1/classify",
+     {"image": base64.b64encode(CORRUPT_PNG).decode(), "labels": ["a", "b"]}, {}, 400, ["PNG"]),
+    ("text to the audio model", "POST", "/v1/embeddings", embed("hello", "audio"), {}, 400, ["takes no text"]),
+    ("invalid UTF-8 text", "POST", "/v1/embeddings", b'{"input": "caf\xc3"}', {}, 400, ["not valid JSON"]),
+    ("a template without {}", "POST", "/v1/classify", {"image": "aGk=", "labels": ["a"], "templates": ["no slot"]}, {},
+     400, ["{}"]),
+    ("OCR on a clip model", "POST", "/v1/ocr?model=clip", CORRUPT_PNG, {"Content-Type": "image/png"}, 400,
+     ["not an ocr pipeline"]),
+    ("infer on a pipeline", "POST", "/v2/models/clip/infer", tiny_body(), {}, 400, ["/v1/embeddings"]),
+    ("unknown model metadata", "GET", "/v2/models/nope", None, {}, 404, ["unknown model 'nope'"]),
+    ("unknown model infer", "POST", "/v2/models/nope/infer", tiny_body(), {}, 404, ["unknown model 'nope'"]),
+    ("unknown model embeddings", "POST", "/v1/embeddings", embed("hi", "nope"), {}, 404, ["unknown model 'nope'"]),
+    ("unknown model OCR", "POST", "/v1/ocr?model=nope", PNG_HEAD, {"Content-Type": "image/png"}, 404, ["'nope'"]),
+    ("a bad version", "GET", "/v2/models/tiny/versions/x1", None, {}, 400, ["'x1' is not a model version"]),
+    ("unknown route", "GET", "/v3/anything", None, {}, 404, ["no route /v3/anything"]),
+    ("wrong method", "GET", "/v1/embeddings", None, {}, 405, ["GET is not allowed on /v1/embeddings"]),
+]
+
+
+class Watcher:
+    """Another client, served throughout: health and infer on one keep-alive connection."""
+
+    def __init__(self, ctx):
+        self.ctx, self.statuses, self.stop_flag = ctx, [], threading.Event()
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+
+    def run(self):
+        conn = self.ctx.server.connection(timeout=30)
+        while not self.stop_flag.is_set():
+            try:
+                self.statuses.append(self.ctx.server.get("/v2/health/ready", conn=conn).status)
+                self.statuses.append(tiny_infer(self.ctx, X, conn=conn)[0])
+            except Exception as e:
+                self.statuses.append(repr(e))
+                conn.close()
+            time.sleep(0.005)
+        conn.close()
+
+    def stop(self, what):
+        self.stop_flag.set()
+        self.thread.join()
+        bad = [s for s in self.statuses if s != 200]
+        assert self.statuses and not bad, f"the other client was not served during {what}: {len(bad)} failures {bad[:5]}"
+
+
+def test_bad_inputs_get_clear_errors(ctx):
+    watcher = Watcher(ctx)
+    failures = []
+    for what, method, path, body, headers, status, words in CASES:
+        if body is not None and not isinstance(body, bytes):
+            body = json.dumps(body).encode()
+        h = {"Content-Type": "application/json"}
+        h.update(headers)
+        r = ctx.server.request(method, path, body=body, headers=h)
+        message = r.error()
+        if r.status != status or not all(w in message for w in words):
+            failures.append(f"{what}: expected {status} naming {words}, got {r.status} {message!r}")
+        elif r.headers.get("content-type") != "application/json":
+            failures.append(f"{what}: the error should be JSON, came as {r.headers.get('content-type')}")
+    watcher.stop("the bad-input suite")
+    assert not failures, "\n  ".join(["bad inputs answered wrongly:"] + failures)
+    assert ctx.server.alive(), "the server died on bad input"
+
+
+def raw_request(ctx, data, timeout=30):
+    """Sends bytes on a new socket and reads until the server closes (or `timeout`)."""
+    s = socket.create_connection((ctx.server.host, ctx.server.port), timeout=timeout)
+    try:
+        s.sendall(data)
+        return read_until_close(s)
+    finally:
+        s.close()
+
+
+def read_until_close(s):
+    chunks = []
+    while True:
+        try:
+            b = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    return b"".join(chunks)
+
+
+def test_body_over_the_limit_gets_413(ctx):
+    watcher = Watcher(ctx)
+    limit = ctx.max_body_bytes
+    # Declared length over the limit: refused from the headers, before the body is read.
+    head = (f"POST /v1/ocr HTTP/1.1\r\nHost: e2e\r\nContent-Type: image/png\r\nContent-Length: {limit + 1}\r\n\r\n").encode()
+    answer = raw_request(ctx, head + b"\0" * 1000)
+    assert answer.startswith(b"HTTP/1.1 413"), f"a body over {limit} bytes: expected 413, got {answer[:60]!r}"
+    assert f"limit of {limit} bytes".encode() in answer, f"the 413 should name the limit: {answer[-200:]!r}"
+    # The whole body sent through http.client.
+    try:
+        r = ctx.server.request("POST", "/v1/embeddings", body=b" " * (limit + 10),
+                               headers={"Content-Type": "application/json"})
+        assert r.status == 413, f"a {limit + 10}-byte body: expected 413, got {r.status}"
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server answered and closed while the body was still being sent
+    watcher.stop("the 413 tests")
+
+
+def expect_cut_off(ctx, what, data, answer_starts):
+    """After the timeout the server answers `answer_starts` (b"" for a plain close) and closes;
+    other clients are served while this one stalls."""
+    s = socket.create_connection((ctx.server.host, ctx.server.port), timeout=ctx.read_timeout_s * 10 + 5)
+    try:
+        s.sendall(data)
+        time.sleep(ctx.read_timeout_s / 4)
+        for _ in range(3):
+            assert ctx.server.get("/v2/health/live").status == 200, f"{what}: another client was not served"
+        try:
+            answer = read_until_close(s)
+        except socket.timeout:
+            raise AssertionError(f"{what}: still open {ctx.read_timeout_s * 10 + 5:.0f} s later, "
+                                 f"though the read timeout is {ctx.read_timeout_s} s")
+        assert answer.startswith(answer_starts) and (answer_starts or not answer), \
+            f"{what}: expected {answer_starts or b'a close'!r}, got {answer[:80]!r}"
+        return answer
+    finally:
+        s.close()
+
+
+def test_slow_clients_are_cut_off(ctx):
+    watcher = Watcher(ctx)
+    for what, data in (("half the headers", b"POST /v1/embeddings HTTP/1.1\r\nHost: e2e\r\nContent-Ty"),
+                       ("half the body", b"POST /v1/embeddings HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json"
+                                         b"\r\nContent-Length: 100\r\n\r\n{\"input\": ")):
+        answer = expect_cut_off(ctx, what, data, b"HTTP/1.1 408")
+        assert b"read timeout" in answer, f"{what}: the 408 should say the request missed the read timeout: {answer!r}"
+    # A keep-alive connection that never sends a request is closed after the idle timeout.
+    expect_cut_off(ctx, "an idle connection", b"", b"")
+    watcher.stop("the slow clients")
+
+
+TESTS = [test_bad_inputs_get_clear_errors, test_body_over_the_limit_gets_413, test_slow_clients_are_cut_off]
