@@ -50,7 +50,7 @@ void FeatureStore::resolve(const CacheKey& key, bool use_cache, bool no_cache,
   if (!start(finish)) {
     Outcome busy;
     busy.status = 429;
-    busy.error = "the queue of model is full; retry later";
+    busy.error = "the " + key.modality + " queue of model '" + key.model + "' is full; retry later";
     finish(std::move(busy));
   }
 }
