@@ -9,6 +9,7 @@ OUT/repository/   what `mminfer serve --repository` reads
                 templates, so the served version can be told from its answers
   clip/config.json    batching: up to 16 images per run, waiting up to 100 ms for them
   audio/1    -> DIR of --audio (tools/make_audio_encoder_pipeline.py's folder)
+  audio/config.json   one clip per run, at most 2 waiting: embeddings under overload
   ocr/1      -> DIR of --ocr (PP-OCRv4, models/ppocr)
   tiny/1, tiny/2      model.onnx: y = x W + b, x float32 [batch, 4] -> y [batch, 3], each
                       version with its own W and b
@@ -151,7 +152,7 @@ def main():
     clip_version_2(args.clip, os.path.join(repo, "clip", "2"))
     write_json(os.path.join(repo, "clip", "config.json"), {"max_batch_size": 16, "max_queue_delay_us": 100000})
     link(args.audio, os.path.join(repo, "audio", "1"))
-    write_json(os.path.join(repo, "audio", "config.json"), {"max_batch_size": 4, "max_queue_delay_us": 2000})
+    write_json(os.path.join(repo, "audio", "config.json"), {"max_batch_size": 1, "queue_capacity": 2})
     link(args.ocr, os.path.join(repo, "ocr", "1"))
 
     tiny = {}

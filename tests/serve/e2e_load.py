@@ -200,5 +200,27 @@ def test_overload_at_concurrency_256(ctx):
     assert growth < ctx.rss_growth_mib * 1024, f"RSS grew by {growth / 1024:.0f} MiB under overload, bound {ctx.rss_growth_mib} MiB"
 
 
-TESTS = [test_single_flight_and_no_cache, test_dynamic_batching, test_thousand_keepalive_connections,
+def test_embeddings_overload_gets_429(ctx):
+    clip = next(c for c in ctx.inputs["audio_clips"] if "short" in c)
+    body = {"model": "audio", "input": [{"audio": data_url(clip, "audio/wav")}]}
+
+    def client(i):
+        r = ctx.server.post_json("/v1/embeddings", body, headers={"Cache-Control": "no-cache"}, timeout=120)
+        return r.status, r.headers.get("retry-after"), r.error() if r.status != 200 else ""
+
+    answers = in_threads(64, client)
+    errors = [a for a in answers if isinstance(a, Exception)]
+    assert not errors, f"{len(errors)} clients got no HTTP answer: {errors[:3]}"
+    counts = {}
+    for status, _, _ in answers:
+        counts[status] = counts.get(status, 0) + 1
+    assert set(counts) <= {200, 429}, f"64 audio embeddings on a queue of 2: expected only 200 and 429, got {counts}"
+    assert counts.get(200, 0) >= 1 and counts.get(429, 0) >= 1, f"expected both answers and refusals: {counts}"
+    refused = [a for a in answers if a[0] == 429]
+    assert all(a[1] for a in refused), "every 429 needs Retry-After"
+    assert "queue" in refused[0][2] and "'audio" in refused[0][2], f"the 429 should name the model's full queue: {refused[0][2]!r}"
+    ctx.figures["embeddings overload"] = f"64 concurrent audio embeddings on a queue of 2: {dict(sorted(counts.items()))}"
+
+
+TESTS = [test_single_flight_and_no_cache, test_embeddings_overload_gets_429, test_dynamic_batching, test_thousand_keepalive_connections,
          test_overload_at_concurrency_256]

@@ -113,4 +113,39 @@ def test_unload_then_load(ctx):
     assert_serves(ctx, 2)
 
 
-TESTS = [test_rollback_while_streaming, test_load_of_missing_version_keeps_serving, test_unload_then_load]
+def slow_requests(ctx, n):
+    """Starts n requests to the slow model; returns (threads, answers) once some wait in its queue."""
+    from e2e_load import slow_body
+    from serve_harness import metric
+
+    body, answers = slow_body(), [None] * n
+
+    def client(i):
+        try:
+            answers[i] = ctx.server.request("POST", "/v2/models/slow/infer", body=body, timeout=120).status
+        except Exception as e:
+            answers[i] = repr(e)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    while metric(ctx.server.metrics(), "mminfer_queue_depth", model="slow") < 1:
+        assert any(a is None for a in answers), "the slow requests finished before they were seen queued"
+        threading.Event().wait(0.002)
+    return threads, answers
+
+
+def test_reload_and_unload_with_requests_queued(ctx):
+    for action in ("load", "unload"):
+        threads, answers = slow_requests(ctx, 4)
+        r = ctx.server.post_json(f"/v2/repository/models/slow/{action}", {}, timeout=120)
+        for t in threads:
+            t.join()
+        assert r.status == 200, f"{action} of slow: expected 200, got {r.status} {r.error()}"
+        assert answers == [200] * 4, f"requests queued on slow when it was {action}ed: expected all 200, got {answers}"
+    r = load(ctx, "slow")
+    assert r.status == 200 and ctx.server.get("/v2/models/slow").status == 200, "slow should serve again after a load"
+
+
+TESTS = [test_rollback_while_streaming, test_load_of_missing_version_keeps_serving, test_unload_then_load,
+         test_reload_and_unload_with_requests_queued]
