@@ -116,6 +116,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_read(beast::error_code ec) {
     read_timer_.cancel();
     keep_alive_ = false;
+    head_ = false;
     if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) return close();
     if (ec && read_timed_out_)
       return write({408, "application/json", error_json("request timed out: it did not arrive within the read timeout"), {}}, false);
@@ -130,6 +131,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
+    head_ = req.method() == http::verb::head;
     HttpRequest r;
     r.method = std::string(req.method_string());
     std::string_view target(req.target().data(), req.target().size());
@@ -164,6 +166,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     msg->keep_alive(keep);
     msg->body() = std::move(res.body);
     msg->prepare_payload();
+    if (head_) msg->body().clear();  // HEAD: the GET answer's headers, Content-Length included, no body
     stream_.expires_after(std::chrono::seconds(60));
     http::async_write(stream_, *msg, [self = shared_from_this(), msg, keep, counted](beast::error_code ec, size_t) {
       if (counted) --self->server_.in_flight;
@@ -185,6 +188,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   HttpServer::Impl& server_;
   std::string peer_;
   bool keep_alive_ = false;
+  bool head_ = false;  // the request being answered is HEAD
 };
 
 }  // namespace
