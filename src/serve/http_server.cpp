@@ -109,6 +109,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
       self->read_timed_out_ = true;
       self->stream_.socket().cancel(ec);
     });
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  // A client that sent "Expect: 100-continue" (curl does for bodies over 1 MiB) waits for the
+  // go-ahead before its body; a request refused from its headers gets the refusal instead.
+  void on_header(beast::error_code ec) {
+    if (ec || parser_->is_done()) return on_read(ec);
+    if (!beast::iequals(parser_->get()[http::field::expect], "100-continue")) return read_body();
+    auto go = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+    http::async_write(stream_, *go, [self = shared_from_this(), go](beast::error_code ec, size_t) {
+      if (ec) return self->on_read(ec);
+      self->read_body();
+    });
+  }
+
+  void read_body() {
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
