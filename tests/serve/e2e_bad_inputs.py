@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 
+from e2e_load import read_response
 from e2e_routes import tiny_infer
 from e2e_versions import X
 
@@ -186,4 +187,50 @@ def test_slow_clients_are_cut_off(ctx):
     watcher.stop("the slow clients")
 
 
-TESTS = [test_bad_inputs_get_clear_errors, test_body_over_the_limit_gets_413, test_slow_clients_are_cut_off]
+def test_http_framing(ctx):
+    """HEAD answers carry no body, pipelined requests are answered in order, chunked bodies are
+    read, and a client that asks "Expect: 100-continue" (curl does for bodies over 1 MiB) gets
+    the go-ahead, or its refusal at once when the declared body is over the limit."""
+    s = socket.create_connection((ctx.server.host, ctx.server.port), timeout=30)
+    try:
+        s.sendall(b"HEAD /v2/health/live HTTP/1.1\r\nHost: e2e\r\n\r\nGET /v2 HTTP/1.1\r\nHost: e2e\r\n\r\n")
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += s.recv(65536)
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), f"HEAD: expected 200, got {head[:40]!r}"
+        while len(rest) < 9:
+            rest += s.recv(65536)
+        assert rest.startswith(b"HTTP/1.1 "), f"HEAD's answer carried a body: {rest[:40]!r}"
+        status, _ = read_response(s, rest)
+        assert status == 200, f"GET after HEAD on one connection: expected 200, got {status}"
+
+        chunked = (b"POST /v1/embeddings HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+                   b"Transfer-Encoding: chunked\r\n\r\n8\r\n{\"input\"\r\nA\r\n: \"a cat\"}\r\n0\r\n\r\n")
+        s.sendall(chunked + b"GET /v2/health/ready HTTP/1.1\r\nHost: e2e\r\n\r\n")
+        first, rest = read_response(s)
+        second, _ = read_response(s, rest)
+        assert (first, second) == (200, 200), f"chunked POST then a pipelined GET: expected 200, 200, got {first}, {second}"
+    finally:
+        s.close()
+
+    s = socket.create_connection((ctx.server.host, ctx.server.port), timeout=30)
+    try:
+        body = json.dumps({"input": "a photo of a dog"}).encode()
+        s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        interim = s.recv(65536)
+        assert interim.startswith(b"HTTP/1.1 100"), f"Expect: 100-continue: expected 100 Continue, got {interim[:60]!r}"
+        s.sendall(body)
+        status, _ = read_response(s, interim.partition(b"\r\n\r\n")[2])
+        assert status == 200, f"the body sent after 100 Continue: expected 200, got {status}"
+    finally:
+        s.close()
+    head = (f"POST /v1/ocr HTTP/1.1\r\nHost: e2e\r\nExpect: 100-continue\r\n"
+            f"Content-Length: {ctx.max_body_bytes + 1}\r\n\r\n").encode()
+    answer = raw_request(ctx, head)
+    assert answer.startswith(b"HTTP/1.1 413"), f"Expect: 100-continue over the limit: expected 413 at once, got {answer[:60]!r}"
+
+
+TESTS = [test_bad_inputs_get_clear_errors, test_body_over_the_limit_gets_413, test_slow_clients_are_cut_off,
+         test_http_framing]
