@@ -1,4 +1,5 @@
 // Routes for people and their tools: OpenAI-style embeddings, OCR and zero-shot classification.
+#include <algorithm>
 #include <chrono>
 
 #include "pipelines/clip/zero_shot.h"
@@ -88,6 +89,15 @@ std::vector<std::string> string_list(const json& j, const char* key) {
   return out;
 }
 
+// One request's own items that outnumber its queue could never all be queued, however idle the
+// server: refuse it plainly rather than with a 429 that retrying cannot cure.
+void check_fits_queue(const ServedModel& model, size_t items, const std::string& what) {
+  size_t capacity = model.config().batching.capacity;
+  if (items > capacity)
+    throw Error(std::to_string(items) + " " + what + " are more than the queues of model '" + model.name() + "' hold (" +
+                std::to_string(capacity) + "); send fewer, or raise queue_capacity in its config.json");
+}
+
 std::string first_error(const std::vector<Outcome>& outcomes, int* status, const char* what) {
   for (size_t i = 0; i < outcomes.size(); ++i)
     if (!outcomes[i].value) {
@@ -154,6 +164,10 @@ void Server::embeddings(const HttpRequest& req, const Reply& reply) {
   auto model = find_model(name, 0, reply);
   if (!model) return;
   std::vector<EmbedInput> inputs = embed_inputs(j["input"]);
+  for (Modality m : {Modality::kText, Modality::kImage, Modality::kAudio})
+    check_fits_queue(*model,
+                     static_cast<size_t>(std::count_if(inputs.begin(), inputs.end(), [m](const EmbedInput& e) { return e.modality == m; })),
+                     std::string(pipelines::modality_name(m)) + " inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!model->takes(inputs[i].modality))
       return reply(error_response(400, "input " + std::to_string(i) + ": model '" + name + "' takes no " +
@@ -229,6 +243,7 @@ void Server::classify(const HttpRequest& req, const Reply& reply) {
   if (templates.empty()) templates = model->default_templates();
   std::vector<std::string> texts = clip::prompts(labels, templates);  // throws on an empty label or a template without {}
   for (const std::string& t : texts) model->check_text(t);
+  check_fits_queue(*model, texts.size(), "prompts (labels x templates)");
   auto image = decode_data_url(j["image"].get<std::string>());
   if (image.empty()) throw Error("'image' holds no bytes");
 
