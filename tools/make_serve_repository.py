@@ -7,7 +7,8 @@ OUT/repository/   what `mminfer serve --repository` reads
   clip/1     -> DIR of --clip (tools/make_clip_pipeline.py's folder)
   clip/2/       the same towers and tokenizer (links), pipeline.json with other labels and
                 templates, so the served version can be told from its answers
-  clip/config.json    batching: up to 16 images per run, waiting up to 100 ms for them
+  clip/config.json    batching: up to 16 images per run, waiting up to 100 ms for them; at most
+                      64 items waiting per queue
   audio/1    -> DIR of --audio (tools/make_audio_encoder_pipeline.py's folder)
   audio/config.json   one clip per run, at most 2 waiting: embeddings under overload
   ocr/1      -> DIR of --ocr (PP-OCRv4, models/ppocr)
@@ -150,7 +151,8 @@ def main():
 
     link(args.clip, os.path.join(repo, "clip", "1"))
     clip_version_2(args.clip, os.path.join(repo, "clip", "2"))
-    write_json(os.path.join(repo, "clip", "config.json"), {"max_batch_size": 16, "max_queue_delay_us": 100000})
+    write_json(os.path.join(repo, "clip", "config.json"), {"max_batch_size": 16, "max_queue_delay_us": 100000,
+                                                             "queue_capacity": 64})
     link(args.audio, os.path.join(repo, "audio", "1"))
     write_json(os.path.join(repo, "audio", "config.json"), {"max_batch_size": 1, "queue_capacity": 2})
     link(args.ocr, os.path.join(repo, "ocr", "1"))

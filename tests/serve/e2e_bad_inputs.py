@@ -3,14 +3,24 @@ keeps being served; slow clients are cut off after the read timeout."""
 import base64
 import json
 import socket
+import struct
 import threading
 import time
+import zlib
 
 from e2e_load import read_response
 from e2e_routes import tiny_infer
 from e2e_versions import X
 
 PNG_HEAD = b"\x89PNG\r\n\x1a\n"
+def tiny_png():
+    """A valid 1x1 grey PNG, made with the standard library."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return PNG_HEAD + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)) + \
+        chunk(b"IDAT", zlib.compress(b"\x00\x80")) + chunk(b"IEND", b"")
+
+
 CORRUPT_PNG = PNG_HEAD + b"\x00\x00\x00\rIHDR" + bytes(range(200))
 
 
@@ -57,6 +67,10 @@ CASES = [
     ("OCR on a clip model", "POST", "/v1/ocr?model=clip", CORRUPT_PNG, {"Content-Type": "image/png"}, 400,
      ["not an ocr pipeline"]),
     ("infer on a pipeline", "POST", "/v2/models/clip/infer", tiny_body(), {}, 400, ["/v1/embeddings"]),
+    ("more texts than the queue holds", "POST", "/v1/embeddings", embed([f"text {i}" for i in range(65)]), {}, 400,
+     ["65 text inputs", "(64)"]),
+    ("more prompts than the queue holds", "POST", "/v1/classify",
+     {"image": base64.b64encode(tiny_png()).decode(), "labels": [f"l{i}" for i in range(33)], "templates": ["{}", "a {}"]}, {}, 400, ["66 prompts", "(64)"]),
     ("unknown model metadata", "GET", "/v2/models/nope", None, {}, 404, ["unknown model 'nope'"]),
     ("unknown model infer", "POST", "/v2/models/nope/infer", tiny_body(), {}, 404, ["unknown model 'nope'"]),
     ("unknown model embeddings", "POST", "/v1/embeddings", embed("hi", "nope"), {}, 404, ["unknown model 'nope'"]),
@@ -105,7 +119,7 @@ def test_bad_inputs_get_clear_errors(ctx):
         r = ctx.server.request(method, path, body=body, headers=h)
         message = r.error()
         if r.status != status or not all(w in message for w in words):
-            failures.append(f"{what}: expected {status} naming {words}, got {r.status} {message!r}")
+            failures.append(f"{what}: expected {status} naming {words}, got {r.status} {message[:200]!r}")
         elif r.headers.get("content-type") != "application/json":
             failures.append(f"{what}: the error should be JSON, came as {r.headers.get('content-type')}")
     watcher.stop("the bad-input suite")

@@ -53,10 +53,11 @@ def test_sigterm_finishes_in_flight(ctx):
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(answers))]
     for t in threads:
         t.start()
-    # SIGTERM once some requests wait in the slow model's queue (so they are surely accepted).
+    # SIGTERM once all are inside: one running, the others queued (a request the server reads
+    # after SIGTERM is new work, and is answered 503).
     deadline = time.monotonic() + 30
-    while metric(s.metrics(), "mminfer_queue_depth", model="slow") < 1:
-        assert time.monotonic() < deadline, "the slow requests never showed in mminfer_queue_depth"
+    while metric(s.metrics(), "mminfer_queue_depth", model="slow") < len(answers) - 1:
+        assert time.monotonic() < deadline, f"{len(answers) - 1} slow requests never showed queued in mminfer_queue_depth"
         assert not all(a is not None for a in answers), "the slow requests finished before SIGTERM could be sent"
         time.sleep(0.002)
     code = s.sigterm_and_wait(timeout=120)
