@@ -128,6 +128,50 @@ def test_thousand_keepalive_connections(ctx):
             s.close()
 
 
+def test_connection_limit_gets_503(ctx):
+    """A server of its own holding only `tiny`, with max_connections 4: the 5th connection is
+    answered 503 with Retry-After and closed, and a slot freed is taken again."""
+    import os
+    import tempfile
+
+    from serve_harness import Server
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "repo"))
+        os.symlink(os.path.join(ctx.repo, "tiny"), os.path.join(tmp, "repo", "tiny"))
+        with open(os.path.join(tmp, "serve.json"), "w") as f:
+            json.dump({"http": {"max_connections": 4}}, f)
+        server = Server(ctx.mminfer, os.path.join(tmp, "repo"), os.path.join(tmp, "serve.json"))
+        socks = []
+        try:
+            server.wait_ready()
+            request = b"GET /v2/health/live HTTP/1.1\r\nHost: e2e\r\n\r\n"
+            for i in range(6):
+                socks.append(socket.create_connection((server.host, server.port), timeout=30))
+                socks[-1].sendall(request)
+                answer = socks[-1].recv(65536)
+                if i < 4:
+                    assert answer.startswith(b"HTTP/1.1 200"), f"connection {i + 1} of 4 allowed: got {answer[:40]!r}"
+                else:
+                    assert answer.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in answer, \
+                        f"connection {i + 1} over the limit of 4: expected 503 with Retry-After, got {answer[:120]!r}"
+            socks.pop(0).close()
+            deadline = time.monotonic() + 30
+            while True:  # the freed slot is counted once the server has seen the close
+                s = socket.create_connection((server.host, server.port), timeout=30)
+                s.sendall(request)
+                answer = s.recv(65536)
+                s.close()
+                if answer.startswith(b"HTTP/1.1 200"):
+                    break
+                assert time.monotonic() < deadline, "a closed connection's slot was never given to a new one"
+                time.sleep(0.05)
+        finally:
+            for s in socks:
+                s.close()
+            server.stop()
+
+
 class RssSampler:
     """Samples the server's VmRSS every few milliseconds; `peak` is the highest seen."""
 
@@ -222,5 +266,5 @@ def test_embeddings_overload_gets_429(ctx):
     ctx.figures["embeddings overload"] = f"64 concurrent audio embeddings on a queue of 2: {dict(sorted(counts.items()))}"
 
 
-TESTS = [test_single_flight_and_no_cache, test_embeddings_overload_gets_429, test_dynamic_batching, test_thousand_keepalive_connections,
-         test_overload_at_concurrency_256]
+TESTS = [test_single_flight_and_no_cache, test_embeddings_overload_gets_429, test_dynamic_batching,
+         test_thousand_keepalive_connections, test_connection_limit_gets_503, test_overload_at_concurrency_256]

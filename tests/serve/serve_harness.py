@@ -111,10 +111,6 @@ class Server:
         assert r.status == 200, f"GET /metrics: expected 200, got {r.status}"
         return parse_metrics(r.body.decode())
 
-    def sigterm_and_wait(self, timeout=60):
-        self.proc.terminate()
-        return self.proc.wait(timeout)
-
     def stop(self):
         if self.alive():
             self.proc.kill()

@@ -9,8 +9,10 @@ test in order against that one process (routes, versions, bad inputs, load), and
 SIGTERM while slow requests are in flight: they must still be answered 200 and the exit status
 be 0. Prints one line per test, figures seen, and 'N passed, N failed'."""
 import argparse
+import http.client
 import json
 import os
+import socket
 import sys
 import tempfile
 import threading
@@ -41,8 +43,10 @@ class Context:
 
 def test_sigterm_finishes_in_flight(ctx):
     s = ctx.server
+    kept = s.connection()
+    assert s.get("/v2/health/live", conn=kept).status == 200, "a keep-alive connection before SIGTERM"
     body = e2e_load.slow_body()
-    answers = [None] * 4
+    answers = [None] * 5  # one running, four queued: the slow model's whole capacity
 
     def client(i):
         try:
@@ -53,20 +57,41 @@ def test_sigterm_finishes_in_flight(ctx):
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(answers))]
     for t in threads:
         t.start()
-    # SIGTERM once all are inside: one running, the others queued (a request the server reads
-    # after SIGTERM is new work, and is answered 503).
+    # SIGTERM once all are inside the server (a request it reads after SIGTERM is new work, and
+    # is answered 503).
     deadline = time.monotonic() + 30
     while metric(s.metrics(), "mminfer_queue_depth", model="slow") < len(answers) - 1:
         assert time.monotonic() < deadline, f"{len(answers) - 1} slow requests never showed queued in mminfer_queue_depth"
         assert not all(a is not None for a in answers), "the slow requests finished before SIGTERM could be sent"
         time.sleep(0.002)
-    code = s.sigterm_and_wait(timeout=120)
+    s.proc.terminate()
+    # New connections are refused from now on (once the server has taken the signal).
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection((s.host, s.port), timeout=5).close()
+        except ConnectionRefusedError:
+            break
+        assert time.monotonic() < deadline, "the server still accepts connections 30 s after SIGTERM"
+        time.sleep(0.005)
+    # A request on a connection opened before: 503 with Retry-After while draining, or a close
+    # when the server is already gone.
+    late = None
+    try:
+        r = s.get("/v2/health/live", conn=kept, timeout=30)
+        late = r.status
+        assert r.status == 503 and r.headers.get("retry-after"), f"a request after SIGTERM: expected 503, got {r.status}"
+    except (ConnectionError, http.client.HTTPException):
+        late = "closed"
+    kept.close()
+    code = s.proc.wait(120)
     for t in threads:
         t.join()
     assert answers == [200] * len(answers), f"requests in flight at SIGTERM: expected all 200, got {answers}"
     assert code == 0, f"mminfer serve should exit 0 after SIGTERM, exited {code}: {''.join(s.stderr_lines)[-500:]}"
     said = "".join(s.stdout_rest)
     assert "SIGTERM" in said, f"the server should say it got SIGTERM: {said!r}"
+    ctx.figures["sigterm"] = f"{len(answers)} requests in flight answered {answers}; a request after it: {late}; exit {code}"
 
 
 def main():
