@@ -38,11 +38,15 @@ class Server:
         self.proc = subprocess.Popen(args + list(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.stderr_lines = []
         threading.Thread(target=self._drain_stderr, daemon=True).start()
-        line = self.proc.stdout.readline()
-        m = re.search(r"listening on http://([^:/]+):(\d+)/", line)
-        if not m:
+        said = []
+        for line in self.proc.stdout:  # it may say other things first (what it loads)
+            said.append(line)
+            m = re.search(r"listening on http://([^:/]+):(\d+)/", line)
+            if m:
+                break
+        else:
             self.proc.kill()
-            raise RuntimeError(f"mminfer serve did not say where it listens: {line!r} {''.join(self.stderr_lines)}")
+            raise RuntimeError(f"mminfer serve did not say where it listens: {''.join(said)!r} {''.join(self.stderr_lines)}")
         self.host, self.port = m.group(1), int(m.group(2))
         self.stdout_rest = []
         threading.Thread(target=self._drain_stdout, daemon=True).start()
