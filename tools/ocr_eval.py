@@ -143,26 +143,34 @@ def main():
         gt = [g for g in gt if not g["skip"]]
     if not gt:
         raise SystemExit("ocr_eval: no images selected")
-    images = [os.path.join(args.eval_dir, g["file"]) for g in gt]
 
     systems = {}
     if args.mminfer:
         if not (os.path.isfile(args.mminfer) and os.access(args.mminfer, os.X_OK)):
             raise SystemExit(f"ocr_eval: --mminfer {args.mminfer}: not an executable file")
-        systems["mminfer"] = [args.mminfer, "ocr", *images, "--json", "--threads", str(args.threads)]
+        systems["mminfer"] = ([args.mminfer, "ocr"], ["--json", "--threads", str(args.threads)])
     if args.peer:
         if not os.path.isdir(os.path.join(TOOLS, "node_modules", "@gutenye", "ocr-node")):
             raise SystemExit("ocr_eval: @gutenye/ocr-node is not in tools/node_modules; run scripts/bootstrap")
-        systems["peer"] = ["node", os.path.join(TOOLS, "ocr_peer.js"), *images, "--threads", str(args.threads)]
+        systems["peer"] = (["node", os.path.join(TOOLS, "ocr_peer.js")], ["--threads", str(args.threads)])
 
+    # Subset by subset, the systems take turns, so a busy spell on a shared machine falls on
+    # both rather than on whichever happened to run then.
+    records = {name: {} for name in systems}
+    raws = {name: "" for name in systems}
+    for subset in dict.fromkeys(g["subset"] for g in gt):
+        part = [os.path.join(args.eval_dir, g["file"]) for g in gt if g["subset"] == subset]
+        for name, (prefix, suffix) in systems.items():
+            recs, raw = run_system(name, prefix + part + suffix, part)
+            records[name].update(recs)
+            raws[name] += raw
     results = {}
-    for name, cmd in systems.items():
-        records, raw = run_system(name, cmd, images)
+    for name in systems:
         if args.save:
             os.makedirs(args.save, exist_ok=True)
             with open(os.path.join(args.save, f"{name}.jsonl"), "w", encoding="utf-8") as f:
-                f.write(raw)
-        results[name] = score(gt, records, args.eval_dir)
+                f.write(raws[name])
+        results[name] = score(gt, records[name], args.eval_dir)
     print(table(results))
     if args.max_cer is not None and "mminfer" in results:
         over = {k: v["cer"] for k, v in results["mminfer"].items() if 100 * v["cer"] > args.max_cer}

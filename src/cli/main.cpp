@@ -1,5 +1,3 @@
-#include <malloc.h>
-
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -31,11 +29,6 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // glibc raises its mmap threshold after each large free, after which big tensors come from
-  // the heap and stay there: a stream of new input shapes (OCR of many images, a server) then
-  // grows RSS by tens of MB per shape. A fixed 1 MiB threshold returns them to the system.
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 20);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage();
     return argc < 2 ? 2 : 0;

@@ -26,14 +26,34 @@ Image to_bgr(const Image& rgb) {
   return bgr;
 }
 
-// Writes img into dst ([3, h, w_pad], already zeroed) as (x/255 - mean[c]) / std[c], CHW.
-void normalize_into(const Image& img, float* dst, int w_pad, const float mean[3], const float std[3]) {
-  size_t plane = static_cast<size_t>(img.height) * w_pad;
+// Writes img into the top-left of dst ([3, h_pad, w_pad], already zeroed) as
+// (x/255 - mean[c]) / std[c], CHW.
+void normalize_into(const Image& img, float* dst, int w_pad, int h_pad, const float mean[3], const float std[3]) {
+  size_t plane = static_cast<size_t>(h_pad) * w_pad;
   for (int y = 0; y < img.height; ++y)
     for (int x = 0; x < img.width; ++x)
       for (int c = 0; c < 3; ++c)
         dst[c * plane + static_cast<size_t>(y) * w_pad + x] =
             (img.pixels[(static_cast<size_t>(y) * img.width + x) * 3 + c] / 255.f - mean[c]) / std[c];
+}
+
+// Input shapes come from a small fixed set, padded up to it: the engine builds a plan (and
+// oneDNN its convolution kernels) once per shape, hundreds of milliseconds for these models,
+// so a stream of images of every size would otherwise pay that on nearly every image.
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+// Detector sides (multiples of 32): finer steps for small sides, where padding costs most.
+int det_side_bucket(int v) { return v <= 256 ? round_up(v, 32) : v <= 512 ? round_up(v, 64) : round_up(v, 128); }
+// Line widths: from 320 in steps of a quarter, multiples of 32.
+int line_width_bucket(int need) {
+  int w = 320;
+  while (w < need) w = round_up(w + w / 4, 32);
+  return w;
+}
+// Lines per batch: a power of two, or the batch limit itself.
+size_t batch_bucket(size_t n, size_t limit) {
+  size_t b = 1;
+  while (b < n) b *= 2;
+  return std::min(b, std::max(limit, n));
 }
 
 std::vector<Tensor> run_model(Session& s, const Tensor& x) {
@@ -46,15 +66,17 @@ std::vector<Tensor> run_model(Session& s, const Tensor& x) {
 // Lines are 48 pixels tall for the classifier and the recognizer, normalized to [-1, 1].
 constexpr float kHalf[3] = {0.5f, 0.5f, 0.5f};
 
-// A batch [n, 3, 48, width] of crops resized to height 48 (width by aspect, at most `width`).
-Tensor line_batch(const std::vector<const Image*>& crops, int width) {
-  Tensor t = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(crops.size()), 3, 48, width});
+// A batch [rows, 3, 48, width] of crops resized to height 48 (width by aspect, at most
+// `width`); rows past the crops stay blank.
+Tensor line_batch(const std::vector<const Image*>& crops, int width, size_t rows) {
+  Tensor t = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(rows), 3, 48, width});
   std::fill_n(t.data<float>(), t.numel(), 0.f);
   for (size_t i = 0; i < crops.size(); ++i) {
     const Image& c = *crops[i];
     double ratio = static_cast<double>(c.width) / std::max(1, c.height);
     int w = std::clamp(static_cast<int>(std::ceil(48 * ratio)), 1, width);
-    normalize_into(image::resize(c, w, 48, image::ResizeFilter::kBicubic), t.data<float>() + i * 3 * 48 * width, width, kHalf, kHalf);
+    normalize_into(image::resize(c, w, 48, image::ResizeFilter::kBicubic), t.data<float>() + i * 3 * 48 * width, width, 48,
+                   kHalf, kHalf);
   }
   return t;
 }
@@ -119,12 +141,17 @@ std::vector<DetectedBox> OcrPipeline::detect(const Image& bgr) {
                      : 1.0;
   auto to32 = [](double v) { return std::max(32, static_cast<int>(std::lround(static_cast<int>(v) / 32.0)) * 32); };
   int h = to32(bgr.height * ratio), w = to32(bgr.width * ratio);
-  Tensor x = Tensor::empty(DType::kFloat32, {1, 3, h, w});
+  int h_pad = det_side_bucket(h), w_pad = det_side_bucket(w);
+  Tensor x = Tensor::empty(DType::kFloat32, {1, 3, h_pad, w_pad});
+  std::fill_n(x.data<float>(), x.numel(), 0.f);  // the padding: the mean colour
   static const float mean[3] = {0.485f, 0.456f, 0.406f}, stdev[3] = {0.229f, 0.224f, 0.225f};
-  normalize_into(resize_bilinear(bgr, w, h), x.data<float>(), w, mean, stdev);
+  normalize_into(resize_bilinear(bgr, w, h), x.data<float>(), w_pad, h_pad, mean, stdev);
   Tensor prob = run_model(*det_, x)[0];
-  if (prob.rank() != 4 || prob.dim(2) != h || prob.dim(3) != w) throw Error("the detector returned " + shape_str(prob.shape()));
-  return db_boxes(prob.data<float>(), h, w, bgr.width, bgr.height, options_.db);
+  if (prob.rank() != 4 || prob.dim(2) != h_pad || prob.dim(3) != w_pad)
+    throw Error("the detector returned " + shape_str(prob.shape()));
+  std::vector<float> valid(static_cast<size_t>(h) * w);  // the map of the image, without the padding
+  for (int y = 0; y < h; ++y) std::copy_n(prob.data<float>() + static_cast<size_t>(y) * w_pad, w, valid.data() + static_cast<size_t>(y) * w);
+  return db_boxes(valid.data(), h, w, bgr.width, bgr.height, options_.db);
 }
 
 std::vector<size_t> OcrPipeline::orient(std::vector<Image>& crops) {
@@ -133,7 +160,7 @@ std::vector<size_t> OcrPipeline::orient(std::vector<Image>& crops) {
     size_t end = std::min(crops.size(), start + options_.rec_batch);
     std::vector<const Image*> batch;
     for (size_t i = start; i < end; ++i) batch.push_back(&crops[i]);
-    Tensor probs = run_model(*cls_, line_batch(batch, 192))[0];
+    Tensor probs = run_model(*cls_, line_batch(batch, 192, batch_bucket(batch.size(), options_.rec_batch)))[0];
     if (probs.rank() != 2 || probs.dim(1) != 2) throw Error("the direction classifier returned " + shape_str(probs.shape()));
     for (size_t i = start; i < end; ++i) {
       const float* p = probs.data<float>() + (i - start) * 2;
@@ -155,10 +182,8 @@ std::vector<Decoded> OcrPipeline::recognize(const std::vector<Image>& crops) {
     double widest = 320.0 / 48.0;
     std::vector<const Image*> batch;
     for (size_t i = start; i < end; ++i) widest = std::max(widest, ratio(order[i])), batch.push_back(&crops[order[i]]);
-    // Widths round up to 64-pixel buckets: few distinct shapes, so the engine's per-shape plans
-    // are reused from line to line and image to image.
-    int width = (static_cast<int>(std::ceil(48 * widest)) + 63) / 64 * 64;
-    Tensor probs = run_model(*rec_, line_batch(batch, width))[0];
+    int width = line_width_bucket(static_cast<int>(std::ceil(48 * widest)));
+    Tensor probs = run_model(*rec_, line_batch(batch, width, batch_bucket(batch.size(), options_.rec_batch)))[0];
     if (probs.rank() != 3) throw Error("the recognizer returned " + shape_str(probs.shape()));
     int steps = static_cast<int>(probs.dim(1)), classes = static_cast<int>(probs.dim(2));
     for (size_t i = start; i < end; ++i)

@@ -25,7 +25,7 @@ struct OcrOptions {
   bool use_classifier = true;
   float cls_threshold = 0.9f;  // confidence needed to turn a line 180°
   float drop_score = 0.5f;     // lines recognised with less confidence are left out
-  int rec_batch = 6;           // lines per recognizer run (grouped by aspect ratio)
+  int rec_batch = 8;           // lines per recognizer run (grouped by aspect ratio)
 };
 
 // The manifest of an OCR folder: its pipeline.json (type "ocr", files det, rec, keys and
