@@ -1,6 +1,8 @@
 // FP32 GEMM throughput on this machine: oneDNN sgemm (square and CLIP-like shapes), the packed
 // constant-weight matmul used by MatMul/Gemm, and three ways to run attention-sized batched
-// products. Prints GFLOPS; asserts nothing.
+// products; then the dynamic INT8 twin of the packed matmul (per token and per tensor) and its
+// activation quantizer alone. Prints GFLOPS (INT8: the same 2·M·N·K counted as operations);
+// asserts nothing.
 //
 // Build (after building the engine in build-dnnl):
 //   g++ -O2 -std=c++20 -march=x86-64-v3 -fopenmp -Iinclude -Isrc bench/gemm_peak.cpp \
@@ -13,6 +15,8 @@
 
 #include "core/parallel.h"
 #include "kernels/cpu/dense_gemm.h"
+#include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/quantize_rows.h"
 
 using namespace mminfer;
 using namespace mminfer::kernels;
@@ -47,6 +51,25 @@ void BM_packed(benchmark::State& st) {
   ConstWeightGemm g(b.data(), K, N, false, 1.f, bias.data(), Activation::parse("Gelu"));
   for (auto _ : st) g.run(a.data(), M, c.data());
   set_flops(st, 2.0 * M * N * K);
+}
+
+void BM_int8(benchmark::State& st) {
+  int64_t M = st.range(0), K = st.range(1), N = st.range(2);
+  auto a = random_vec(M * K), b = random_vec(K * N), bias = random_vec(N);
+  std::vector<float> c(M * N);
+  Int8Gemm g(b.data(), K, N, false, 1.f, bias.data(), Activation::parse("Gelu"), st.range(3) != 0);
+  for (auto _ : st) g.run(a.data(), M, c.data());
+  set_flops(st, 2.0 * M * N * K);
+}
+
+void BM_quantize_rows(benchmark::State& st) {
+  int64_t M = st.range(0), K = st.range(1);
+  auto a = random_vec(M * K);
+  std::vector<uint8_t> q(M * K);
+  std::vector<float> scale(M);
+  std::vector<int32_t> zero(M);
+  for (auto _ : st) quantize_u8(a.data(), M, K, st.range(2) != 0, {q.data(), scale.data(), zero.data()});
+  st.counters["GB/s"] = benchmark::Counter(4.0 * M * K * static_cast<double>(st.iterations()) * 1e-9, benchmark::Counter::kIsRate);
 }
 
 // Attention-shaped: B heads of [M,K] x [K,N].
@@ -93,7 +116,12 @@ void BM_batched_dnnl_matmul(benchmark::State& st) {
 
 BENCHMARK(BM_sgemm)->Args({1024, 1024, 1024})->Args({2048, 2048, 2048})->Args({50, 768, 3072})->Args({50, 3072, 768})->Args({50, 768, 768})
     ->UseRealTime();
-BENCHMARK(BM_packed)->Args({1024, 1024, 1024})->Args({400, 768, 3072})->Args({400, 768, 768})->Args({400, 768, 2304})->Args({50, 768, 2304})->Args({50, 768, 3072})->Args({50, 3072, 768})->Args({50, 768, 768})->UseRealTime();
+BENCHMARK(BM_packed)->Args({1024, 1024, 1024})->Args({400, 768, 3072})->Args({400, 3072, 768})->Args({400, 768, 768})->Args({400, 768, 2304})->Args({50, 768, 2304})->Args({50, 768, 3072})->Args({50, 3072, 768})->Args({50, 768, 768})->UseRealTime();
+// Per token (last arg 0) and per tensor (1).
+BENCHMARK(BM_int8)->Args({400, 768, 3072, 0})->Args({400, 768, 768, 0})->Args({400, 768, 2304, 0})->Args({400, 3072, 768, 0})
+    ->Args({50, 768, 2304, 0})->Args({50, 768, 3072, 0})->Args({50, 3072, 768, 0})->Args({50, 768, 768, 0})
+    ->Args({400, 768, 3072, 1})->Args({50, 768, 3072, 1})->UseRealTime();
+BENCHMARK(BM_quantize_rows)->Args({50, 768, 0})->Args({400, 768, 0})->Args({400, 3072, 0})->Args({400, 768, 1})->UseRealTime();
 // CLIP ViT-B/32 text/vision heads: 12 x [50,64]x[64,50] (QK^T) and [50,50]x[50,64] (·V); BERT 128 tokens.
 #define BATCHED_ARGS ->Args({12, 50, 64, 50})->Args({12, 50, 50, 64})->Args({12, 128, 64, 128})->Args({12, 128, 128, 64})->UseRealTime()
 BENCHMARK(BM_batched_serial) BATCHED_ARGS;

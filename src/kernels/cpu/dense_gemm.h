@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -15,18 +16,27 @@ namespace mminfer::kernels {
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// Y[M,N] = act(A[M,K] * W + bias + Z) with W fixed at construction: W is reordered once into the
-// layout oneDNN prefers, and a matmul primitive (bias, residual sum and activation fused) is kept
-// per M. Z (the residual, [M,N], may be null) may be Y itself.
-class ConstWeightGemm {
+// Y[M,N] = act(A[M,K] * W + bias + Z) with W, bias and act fixed at construction; Z (the
+// residual, [M,N], may be null) may be Y itself. FP32 (ConstWeightGemm) or INT8 (int8_gemm.h).
+class PackedGemm {
+ public:
+  virtual ~PackedGemm() = default;
+  virtual void run(const float* a, int64_t M, float* y, const float* residual = nullptr) = 0;
+  virtual int64_t K() const = 0;
+  virtual int64_t N() const = 0;
+};
+
+// FP32: W is reordered once into the layout oneDNN prefers, and a matmul primitive (bias,
+// residual sum and activation fused) is kept per M.
+class ConstWeightGemm final : public PackedGemm {
  public:
   // `w` is K x N row-major, or N x K when `w_transposed`; it is copied, scaled by `alpha`.
   // `bias` (N values, may be null) is copied too.
   ConstWeightGemm(const float* w, int64_t K, int64_t N, bool w_transposed, float alpha, const float* bias,
                   Activation act);
-  void run(const float* a, int64_t M, float* y, const float* residual = nullptr);
-  int64_t K() const { return K_; }
-  int64_t N() const { return N_; }
+  void run(const float* a, int64_t M, float* y, const float* residual = nullptr) override;
+  int64_t K() const override { return K_; }
+  int64_t N() const override { return N_; }
 
  private:
   struct Plan {
@@ -45,6 +55,12 @@ class ConstWeightGemm {
   std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;  // one per distinct layout
   std::mutex mu_;
 };
+
+struct KernelSpec;
+// The packed GEMM a node's `precision` attribute asks for: Int8Gemm for "int8" (when K allows),
+// ConstWeightGemm otherwise. Same arguments as ConstWeightGemm's constructor.
+std::unique_ptr<PackedGemm> make_packed_gemm(const KernelSpec& spec, const float* w, int64_t K, int64_t N,
+                                             bool w_transposed, float alpha, const float* bias, const Activation& act);
 
 // Applies bias (per column, may be null), residual (same layout as y, may be null or y itself
 // — then y doubles) and activation, in that order, to a row-major [rows, cols] block.

@@ -52,8 +52,8 @@ class GemmKernel : public Kernel {
       for (int64_t n = 0; n < N; ++n) bias[n] = beta_ * c->data<float>()[c->numel() == 1 ? 0 : n];
     }
     if (K == 0 || N == 0) return;
-    packed_ = std::make_unique<ConstWeightGemm>(w->data<float>(), K, N, trans_b_, alpha_, bias.empty() ? nullptr : bias.data(),
-                                                Activation{});
+    packed_ = make_packed_gemm(spec, w->data<float>(), K, N, trans_b_, alpha_, bias.empty() ? nullptr : bias.data(),
+                               Activation{});
   }
 
   void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
@@ -137,7 +137,7 @@ class GemmKernel : public Kernel {
 
   float alpha_, beta_;
   bool trans_a_, trans_b_;
-  std::unique_ptr<ConstWeightGemm> packed_;
+  std::unique_ptr<PackedGemm> packed_;
 };
 
 }  // namespace

@@ -2,6 +2,9 @@
 // inputs A, B, optional bias, optional Z of the output's shape). float32 runs
 // on oneDNN: constant 2-D weights are packed once (ConstWeightGemm), everything else goes through
 // sgemm, batched over broadcast batch dims. Other dtypes use a plain loop (float16 via float32).
+// A node marked `precision = "int8"` (passes/quantize_dynamic_int8.cpp) runs its constant
+// weights in dynamic INT8 instead (Int8Gemm; `int8_activations = "per_tensor"` quantizes A as
+// one tensor rather than row by row).
 #include <memory>
 
 #include "core/parallel.h"
@@ -18,7 +21,7 @@ void register_einsum(Registry& r);
 
 // Y = A * B for float32 with the batch layout in `s`; `packed` (may be null) holds B, and then
 // Y = A * B + bias + residual with its activation.
-void matmul_f32(const MatMulShape& s, const float* a, const float* b, float* y, ConstWeightGemm* packed,
+void matmul_f32(const MatMulShape& s, const float* a, const float* b, float* y, PackedGemm* packed,
                 const float* residual) {
   int64_t M = s.M, K = s.K, N = s.N;
   if (s.batch * M * N == 0) return;
@@ -82,7 +85,7 @@ class MatMulKernel : public Kernel {
         if (bias->numel() != N) fail("bias must have " + std::to_string(N) + " values, got " + shape_str(bias->shape()));
         bias_data = bias->data<float>();
       }
-      packed_ = std::make_unique<ConstWeightGemm>(w->data<float>(), K, N, false, 1.f, bias_data, act_);
+      packed_ = make_packed_gemm(spec, w->data<float>(), K, N, false, 1.f, bias_data, act_);
     }
   }
 
@@ -175,7 +178,7 @@ class MatMulKernel : public Kernel {
 
   bool fused_;
   Activation act_;
-  std::unique_ptr<ConstWeightGemm> packed_;
+  std::unique_ptr<PackedGemm> packed_;
 };
 
 const std::vector<DType> kMatMulTypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,

@@ -1,0 +1,164 @@
+#include "kernels/cpu/int8_gemm.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/parallel.h"
+#include "kernels/cpu/activation_simd.h"
+#include "kernels/cpu/kernel.h"
+#include "kernels/cpu/quantize_rows.h"
+#include "kernels/cpu/vector_math.h"
+
+namespace mminfer::kernels {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+namespace {
+
+// y[n] = float(acc[n] - zp · w_sum[n]) · w_scale[n] · a_scale + bias[n] (+ residual[n]);
+// acc and y may be the same bytes (the int32 product is finished in place).
+void dequantize_row_avx2(const int32_t* acc, int64_t N, int32_t zp, float a_scale, const int32_t* w_sum,
+                         const float* w_scale, const float* bias, const float* residual, float* y) {
+  const __m256i z = _mm256_set1_epi32(zp);
+  const __m256 s = _mm256_set1_ps(a_scale);
+  auto one = [&](__m256i a, __m256i ws, __m256 sc, __m256 b) {
+    __m256i t = _mm256_sub_epi32(a, _mm256_mullo_epi32(z, ws));
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(t), sc), s, b);
+  };
+  int64_t n = 0;
+  for (; n + 8 <= N; n += 8) {
+    __m256 v = one(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + n)),
+                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_sum + n)), _mm256_loadu_ps(w_scale + n),
+                   _mm256_loadu_ps(bias + n));
+    if (residual) v = _mm256_add_ps(v, _mm256_loadu_ps(residual + n));
+    _mm256_storeu_ps(y + n, v);
+  }
+  if (n < N) {
+    __m256i m = vmath::tail_mask(N - n);
+    __m256 v = one(_mm256_maskload_epi32(acc + n, m), _mm256_maskload_epi32(w_sum + n, m),
+                   _mm256_maskload_ps(w_scale + n, m), _mm256_maskload_ps(bias + n, m));
+    if (residual) v = _mm256_add_ps(v, _mm256_maskload_ps(residual + n, m));
+    _mm256_maskstore_ps(y + n, m, v);
+  }
+}
+
+}  // namespace
+
+int Int8Gemm::weight_limit() {
+  // Without VNNI, oneDNN multiplies u8·s8 with vpmaddubsw, whose int16 pair sums saturate
+  // above 32767: 255 · 63 · 2 stays below, 255 · 127 · 2 does not.
+  static const int limit =
+      __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni") ? 127 : 63;
+  return limit;
+}
+
+Int8Gemm::Int8Gemm(const float* w, int64_t K, int64_t N, bool w_transposed, float alpha, const float* bias,
+                   Activation act, bool per_tensor)
+    : K_(K), N_(N), act_(act), per_tensor_(per_tensor) {
+  if (K < 1 || K > kMaxK || N < 1) fail("INT8 GEMM needs 1 <= K <= " + std::to_string(kMaxK) + " and N >= 1");
+  auto at = [&](int64_t k, int64_t n) { return alpha * (w_transposed ? w[n * K + k] : w[k * N + n]); };
+  const float limit = static_cast<float>(weight_limit());
+  wq_.resize(static_cast<size_t>(K * N));
+  w_scale_.assign(static_cast<size_t>(N), 1.f);
+  w_sum_.assign(static_cast<size_t>(N), 0);
+  for (int64_t n = 0; n < N; ++n) {
+    float amax = 0.f;
+    bool finite = true;
+    for (int64_t k = 0; k < K; ++k) {
+      float v = at(k, n);
+      finite = finite && std::isfinite(v);
+      amax = std::fmax(amax, std::fabs(v));
+    }
+    // A NaN or inf weight has no int8 form; the column becomes NaN rather than quietly wrong.
+    float scale = finite ? (amax > 0.f ? amax / limit : 1.f) : std::nanf("");
+    w_scale_[n] = scale;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      float q = std::isfinite(scale) ? std::nearbyint(at(k, n) / scale) : 0.f;
+      q = std::fmin(std::fmax(q, -limit), limit);
+      wq_[k * N + n] = static_cast<int8_t>(q);
+      sum += static_cast<int32_t>(q);
+    }
+    w_sum_[n] = sum;
+  }
+  bias_.assign(static_cast<size_t>(N), 0.f);
+  if (bias) bias_.assign(bias, bias + N);
+  plain_weights_ = dnnl::memory({{K, N}, dt::s8, tag::ab}, dnnl_engine(), wq_.data());
+}
+
+Int8Gemm::Plan& Int8Gemm::plan_for(int64_t M) {
+  auto it = plans_.find(M);
+  if (it != plans_.end()) return it->second;
+  if (plans_.size() >= 32) plans_.erase(plans_.begin());  // bound memory under shape churn
+  try {
+    dnnl::memory::desc a_md({M, K_}, dt::u8, tag::ab);
+    dnnl::memory::desc w_md({K_, N_}, dt::s8, tag::any);
+    dnnl::memory::desc y_md({M, N_}, dt::s32, tag::ab);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_md, y_md), dnnl_engine());
+    Plan plan;
+    plan.prim = dnnl::matmul(pd);
+    dnnl::memory::desc want = pd.weights_desc();
+    for (auto& [d, mem] : packed_)
+      if (d == want) plan.weights = mem;
+    if (!plan.weights) {
+      plan.weights = reorder_if_needed(plain_weights_, want);
+      packed_.emplace_back(want, plan.weights);
+    }
+    return plans_.emplace(M, std::move(plan)).first->second;
+  } catch (const dnnl::error& e) {
+    fail_dnnl("int8 matmul primitive", e);
+  }
+}
+
+void Int8Gemm::run(const float* a, int64_t M, float* y, const float* residual) {
+  if (M <= 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t mk = static_cast<size_t>(M * K_), m = static_cast<size_t>(M);
+  if (qa_.size() < mk) qa_.resize(mk);
+  if (a_scale_.size() < m) a_scale_.resize(m), a_zero_.resize(m);
+  quantize_u8(a, M, K_, per_tensor_, {qa_.data(), a_scale_.data(), a_zero_.data()});
+  // The int32 product goes straight into Y's bytes unless Y also holds the residual.
+  int32_t* acc = reinterpret_cast<int32_t*>(y);
+  if (residual == y) {
+    if (acc_.size() < static_cast<size_t>(M * N_)) acc_.resize(static_cast<size_t>(M * N_));
+    acc = acc_.data();
+  }
+  Plan& plan = plan_for(M);
+  dnnl::memory a_mem({{M, K_}, dt::u8, tag::ab}, dnnl_engine(), qa_.data());
+  dnnl::memory y_mem({{M, N_}, dt::s32, tag::ab}, dnnl_engine(), acc);
+  try {
+    plan.prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, y_mem}});
+    dnnl_stream().wait();
+  } catch (const dnnl::error& e) {
+    fail_dnnl("int8 matmul", e);
+  }
+  parallel_for(M, std::max<int64_t>(1, 8192 / N_), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = y + r * N_;
+      dequantize_row_avx2(acc + r * N_, N_, a_zero_[r], a_scale_[r], w_sum_.data(), w_scale_.data(), bias_.data(),
+                          residual ? residual + r * N_ : nullptr, row);
+      apply_activation_avx2(act_, row, N_);
+    }
+  });
+}
+
+void Int8Gemm::run_reference(const float* a, int64_t M, float* y, const float* residual) const {
+  if (M <= 0) return;
+  std::vector<uint8_t> q(static_cast<size_t>(M * K_));
+  std::vector<float> scale(static_cast<size_t>(M));
+  std::vector<int32_t> zero(static_cast<size_t>(M));
+  quantize_u8_reference(a, M, K_, per_tensor_, {q.data(), scale.data(), zero.data()});
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N_; ++n) {
+      int32_t acc = 0;
+      for (int64_t k = 0; k < K_; ++k) acc += (q[m * K_ + k] - zero[m]) * wq_[k * N_ + n];
+      float v = std::fma(static_cast<float>(acc) * w_scale_[n], scale[m], bias_[n]);
+      if (residual) v += residual[m * N_ + n];
+      y[m * N_ + n] = act_.apply(v);
+    }
+}
+
+}  // namespace mminfer::kernels

@@ -1,0 +1,23 @@
+// Which packed GEMM a MatMul/Gemm node with constant weights gets: its `precision` attribute
+// decides between FP32 and dynamic INT8.
+#include "kernels/cpu/dense_gemm.h"
+#include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/kernel.h"
+
+namespace mminfer::kernels {
+
+std::unique_ptr<PackedGemm> make_packed_gemm(const KernelSpec& spec, const float* w, int64_t K, int64_t N,
+                                             bool w_transposed, float alpha, const float* bias, const Activation& act) {
+  std::string precision = spec.a().get_string("precision", "");
+  if (precision == "int8" && K >= 1 && K <= Int8Gemm::kMaxK) {
+    std::string granularity = spec.a().get_string("int8_activations", "per_token");
+    if (granularity != "per_token" && granularity != "per_tensor")
+      fail("attribute 'int8_activations' must be per_token or per_tensor, got '" + granularity + "'");
+    return std::make_unique<Int8Gemm>(w, K, N, w_transposed, alpha, bias, act, granularity == "per_tensor");
+  }
+  if (!precision.empty() && precision != "fp32" && precision != "int8")
+    fail("attribute 'precision' must be fp32 or int8, got '" + precision + "'");
+  return std::make_unique<ConstWeightGemm>(w, K, N, w_transposed, alpha, bias, act);
+}
+
+}  // namespace mminfer::kernels

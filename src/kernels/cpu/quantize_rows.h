@@ -1,0 +1,26 @@
+// Dynamic asymmetric uint8 quantization of float activations, per row (token) or per tensor:
+//   scale = (hi - lo) / 255 over the row's [lo, hi] widened to hold 0,
+//   zero_point = round(-lo / scale), q = clamp(round(x / scale) + zero_point, 0, 255),
+// so x ≈ (q - zero_point) * scale and 0 is exact. A row (or tensor) holding NaN or ±inf gets
+// a NaN scale, so whatever is computed from it comes out NaN rather than quietly finite.
+// Ranges below kMinQuantScale * 255 read as zeros (their products would be below anything a
+// float32 GEMM keeps beside normal-sized values anyway).
+#pragma once
+#include <cstdint>
+
+namespace mminfer::kernels {
+
+constexpr float kMinQuantScale = 1e-30f;
+
+struct QuantizedRows {
+  uint8_t* q;          // rows x cols, row-major
+  float* scale;        // one per row (all equal when per tensor)
+  int32_t* zero_point;  // one per row
+};
+
+// Multi-threaded over rows; AVX2, min/max and quantization in one sweep of each cache-hot row.
+void quantize_u8(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out);
+// The plain scalar twin (same formulas, same rounding): the tests' reference.
+void quantize_u8_reference(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out);
+
+}  // namespace mminfer::kernels
