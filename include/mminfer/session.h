@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "mminfer/precision.h"
 #include "mminfer/status.h"
 #include "mminfer/tensor.h"
 
@@ -20,6 +21,7 @@ struct SessionOptions {
   std::string profile_path;  // non-empty: write a Chrome trace here when the session ends
   bool profile = false;      // time every node (implied by profile_path); see Session::op_times
   InterOp inter_op = InterOp::kAuto;  // profiled runs always go one node at a time
+  PrecisionPolicy precision;          // FP32 everywhere unless it says otherwise
 };
 
 // Time spent in one op type over the runs profiled so far.

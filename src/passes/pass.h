@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "mminfer/precision.h"
 
 namespace mminfer::passes {
 
@@ -16,6 +17,7 @@ struct PassContext {
   int opt_level = 1;
   NodeEvaluator evaluate;
   size_t max_folded_bytes = size_t(64) << 20;  // larger constant results stay computed at run time
+  PrecisionPolicy precision;                    // which nodes quantize_dynamic_int8 marks
 };
 
 struct Pass {
@@ -40,6 +42,7 @@ bool fuse_matmul_bias(ir::Graph& g, const PassContext& ctx);
 bool fuse_gelu(ir::Graph& g, const PassContext& ctx);
 bool fuse_layer_norm(ir::Graph& g, const PassContext& ctx);
 bool conv_channels_last(ir::Graph& g, const PassContext& ctx);
+bool quantize_dynamic_int8(ir::Graph& g, const PassContext& ctx);
 
 struct PassReport {
   size_t nodes_before = 0, nodes_after = 0;

@@ -59,6 +59,12 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
     g.relink();
     if (p.run(g, ctx)) report.applied.push_back(p.name);
   }
+  // Precision is the user's choice, not an optimisation level's: it applies at every level, to
+  // the nodes the fusions have left.
+  if (ctx.precision.any_int8()) {
+    g.relink();
+    if (quantize_dynamic_int8(g, ctx)) report.applied.push_back("quantize_dynamic_int8");
+  }
   // Drop removed nodes so later stages see a compact list.
   g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) { return n.removed; }),
                 g.nodes.end());

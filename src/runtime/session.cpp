@@ -40,6 +40,7 @@ class SessionImpl final : public Session {
     passes::PassContext ctx;
     ctx.opt_level = options.opt_level;
     ctx.evaluate = runtime::evaluate_node;
+    ctx.precision = options.precision;
     passes::optimize(model.graph, ctx);
     executor_ = std::make_unique<runtime::Executor>(std::move(model.graph), options.inter_op);
     if (options.profile || !options.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();

@@ -1,0 +1,44 @@
+// Which numeric precision the parts of a model run in: a choice per modality (which graph
+// inputs a node depends on), a regex over node names that keeps nodes in FP32, and default
+// exclusions for the layers that quantization hurts most.
+#pragma once
+#include <array>
+#include <string>
+
+#include "mminfer/status.h"
+
+namespace mminfer {
+
+// Modalities are recognised from graph input names (see ir/modality.h); kOther is what no
+// recognised input reaches.
+enum class Modality { kVision, kText, kAudio, kOther };
+constexpr int kNumModalities = 4;
+const char* modality_name(Modality m);
+
+enum class Precision { kFp32, kInt8 };
+
+struct PrecisionPolicy {
+  std::array<Precision, kNumModalities> by_modality{Precision::kFp32, Precision::kFp32, Precision::kFp32,
+                                                    Precision::kFp32};
+  // ECMAScript regex searched in node names (original names: fused nodes keep them as a prefix);
+  // matching nodes stay FP32. Empty: none.
+  std::string keep_fp32;
+  // Keep in FP32 the first and the last quantizable layer of each modality and the projection
+  // layers (quantizable nodes after which no other one of their modality follows, such as
+  // CLIP's visual and text projections).
+  bool keep_edges_fp32 = true;
+  // Quantize INT8 activations as one tensor (ONNX Runtime's choice) instead of row by row.
+  bool int8_per_tensor = false;
+
+  Precision of(Modality m) const { return by_modality[static_cast<int>(m)]; }
+  bool any_int8() const;
+};
+
+// Reads "int8" / "fp32" (every modality) or a list such as "vision=int8,text=fp32" (modalities:
+// vision, text, audio, other, all); later entries override earlier ones. "fp16" and "bf16" are
+// recognised and refused as not available yet. Errors are one line.
+Status parse_precision(const std::string& spec, PrecisionPolicy* policy);
+// Sets keep_fp32 after checking that `regex` compiles.
+Status set_keep_fp32(const std::string& regex, PrecisionPolicy* policy);
+
+}  // namespace mminfer
