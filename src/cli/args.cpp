@@ -66,6 +66,37 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
+const std::set<std::string> kPrecisionFlags = {"--precision", "--keep-fp32", "--fp32-edges", "--int8-activations"};
+
+const char* const kPrecisionUsage =
+    "--precision int8|fp32|MODALITY=PRECISION,...  (modalities: vision, text, audio, other, all)\n"
+    "    dynamic INT8 for MatMul/Gemm; first, last and projection layers stay FP32 unless --fp32-edges off\n"
+    "--keep-fp32 REGEX: nodes whose names match stay FP32; --int8-activations token|tensor (default token)\n";
+
+std::set<std::string> with_precision_flags(std::set<std::string> flags) {
+  flags.insert(kPrecisionFlags.begin(), kPrecisionFlags.end());
+  return flags;
+}
+
+PrecisionPolicy precision_flags(const Args& args) {
+  PrecisionPolicy p;
+  for (const std::string& spec : args.all("--precision")) {
+    Status s = parse_precision(spec, &p);
+    if (!s) throw Error(s.message());
+  }
+  if (args.has("--keep-fp32")) {
+    Status s = set_keep_fp32(args.get("--keep-fp32"), &p);
+    if (!s) throw Error(s.message());
+  }
+  std::string edges = args.get("--fp32-edges", "on");
+  if (edges != "on" && edges != "off") throw Error("--fp32-edges expects on or off, got '" + edges + "'");
+  p.keep_edges_fp32 = edges == "on";
+  std::string acts = args.get("--int8-activations", "token");
+  if (acts != "token" && acts != "tensor") throw Error("--int8-activations expects token or tensor, got '" + acts + "'");
+  p.int8_per_tensor = acts == "tensor";
+  return p;
+}
+
 InterOp inter_op_flag(const Args& args) {
   std::string v = args.get("--inter-op", "auto");
   if (v == "auto") return InterOp::kAuto;

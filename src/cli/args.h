@@ -32,6 +32,17 @@ class Args {
 // --inter-op auto|off|on (auto when absent); throws Error on anything else.
 InterOp inter_op_flag(const Args& args);
 
+// The precision flags shared by run, bench and inspect; throws Error (one line) on bad values.
+//   --precision SPEC         int8 | fp32 | MODALITY=PRECISION,... (see mminfer/precision.h)
+//   --keep-fp32 REGEX        node names that stay FP32
+//   --fp32-edges on|off      keep first/last/projection layers FP32 (default on)
+//   --int8-activations token|tensor   quantize activations per token (default) or per tensor
+extern const std::set<std::string> kPrecisionFlags;
+extern const char* const kPrecisionUsage;
+PrecisionPolicy precision_flags(const Args& args);
+// kPrecisionFlags added to a command's own value flags.
+std::set<std::string> with_precision_flags(std::set<std::string> flags);
+
 // Splits "NAME=VALUE" at the last '=' (names may contain '=' rarely; paths rarely do).
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& flag);
 

@@ -38,17 +38,22 @@ std::string human_bytes(double b) {
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--opt-level"}, {"--help", "--optimized"});
+  Args args(argc, argv, 2, with_precision_flags({"--opt-level"}), {"--help", "--optimized"});
   if (args.has("--help") || args.positional().size() != 1) {
-    std::fputs("usage: mminfer inspect MODEL.onnx [--optimized [--opt-level 0|1|2]]\n", stderr);
+    std::fputs("usage: mminfer inspect MODEL.onnx [--optimized [--opt-level 0|1|2] [--precision SPEC] [--keep-fp32 REGEX]]\n"
+               "--optimized lists the nodes as they will run; [int8] marks those in dynamic INT8\n",
+               stderr);
+    if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
     return args.has("--help") ? 0 : 2;
   }
+  PrecisionPolicy precision = precision_flags(args);
   auto model = onnx_io::load_model_file(args.positional()[0]);
   passes::PassReport report;
   if (args.has("--optimized")) {
     passes::PassContext ctx;
     ctx.opt_level = args.get_int("--opt-level", 2);
     ctx.evaluate = runtime::evaluate_node;
+    ctx.precision = precision;
     report = passes::optimize(model.graph, ctx);
   }
   const ir::Graph& g = model.graph;
@@ -87,10 +92,18 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("optimized: %zu nodes before, %zu after (passes that changed the graph:", report.nodes_before,
                 report.nodes_after);
     for (auto& p : report.applied) std::printf(" %s", p.c_str());
-    std::printf(")\ngraph:\n");
+    std::printf(")\n");
+    int int8 = 0, gemms = 0;
+    for (const ir::Node& n : g.nodes) {
+      int8 += n.attrs.get_string("precision", "") == "int8";
+      gemms += n.op_type == "MatMul" || n.op_type == "FusedMatMul" || n.op_type == "Gemm";
+    }
+    if (precision.any_int8()) std::printf("int8: %d of %d MatMul/FusedMatMul/Gemm nodes\n", int8, gemms);
+    std::printf("graph:\n");
     for (int ni : g.topological_order()) {
       const ir::Node& n = g.nodes[ni];
-      std::printf("  %s %s(", n.op_type.c_str(), g.label(n).c_str());
+      bool q = n.attrs.get_string("precision", "") == "int8";
+      std::printf("  %s%s %s(", q ? "[int8] " : "", n.op_type.c_str(), g.label(n).c_str());
       for (size_t i = 0; i < n.inputs.size(); ++i)
         std::printf("%s%s", i ? ", " : "", n.inputs[i] >= 0 ? g.values[n.inputs[i]].name.c_str() : "-");
       std::printf(") -> ");

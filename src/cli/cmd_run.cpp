@@ -21,12 +21,16 @@ std::string file_safe(const std::string& name) {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--input", "--output-dir", "--threads", "--profile", "--opt-level", "--inter-op"}, {"--help"});
+  Args args(argc, argv, 2,
+            with_precision_flags({"--input", "--output-dir", "--threads", "--profile", "--opt-level", "--inter-op"}),
+            {"--help"});
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs(
         "usage: mminfer run MODEL.onnx --input NAME=FILE.npy ... [--output-dir DIR] [--threads N]\n"
-        "                  [--profile TRACE.json] [--opt-level 0|1|2] [--inter-op auto|off|on]\n",
+        "                  [--profile TRACE.json] [--opt-level 0|1|2] [--inter-op auto|off|on]\n"
+        "                  [--precision SPEC] [--keep-fp32 REGEX]\n",
         stderr);
+    if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions opts;
@@ -34,6 +38,7 @@ int cmd_run(int argc, char** argv) {
   opts.opt_level = args.get_int("--opt-level", 2);
   opts.inter_op = inter_op_flag(args);
   opts.profile_path = args.get("--profile");
+  opts.precision = precision_flags(args);
   std::unique_ptr<Session> session;
   Status st = Session::load(args.positional()[0], opts, &session);
   if (!st) throw Error(st.message());

@@ -104,6 +104,38 @@ TEST_F(Cli, BadArguments) {
   expect_clean_failure(run_cli("bench " + quote(dir_.file("sym.onnx")), dir_), "'x'", "symbolic shape without --shape");
 }
 
+TEST_F(Cli, BadPrecisionFlags) {
+  std::string run = "run " + quote(model_) + " --input x=" + quote(good_npy_) + " --output-dir " + quote(dir_.file("out"));
+  expect_clean_failure(run_cli(run + " --precision int4", dir_), "int4", "unknown precision");
+  expect_clean_failure(run_cli(run + " --precision fp16", dir_), "not available yet", "fp16 not yet");
+  expect_clean_failure(run_cli(run + " --precision face=int8", dir_), "'face'", "unknown modality");
+  expect_clean_failure(run_cli(run + " --precision vision", dir_), "unknown precision 'vision'", "modality without value");
+  expect_clean_failure(run_cli(run + " --precision vision=int8,text", dir_), "MODALITY=PRECISION", "half a list");
+  expect_clean_failure(run_cli(run + " --precision int8 --keep-fp32 '(proj'", dir_), "--keep-fp32", "bad regex");
+  expect_clean_failure(run_cli(run + " --fp32-edges maybe", dir_), "--fp32-edges", "bad edges");
+  expect_clean_failure(run_cli(run + " --int8-activations row", dir_), "--int8-activations", "bad granularity");
+  expect_clean_failure(run_cli("bench " + quote(model_) + " --precision int8,", dir_), "--precision", "bench too");
+  expect_clean_failure(run_cli("inspect " + quote(model_) + " --optimized --precision x=y", dir_), "--precision", "inspect too");
+}
+
+// The INT8 nodes show in inspect --optimized, and run succeeds with them.
+TEST_F(Cli, Int8RunsAndInspectShowsIt) {
+  std::string out_path = dir_.file("inspect.txt");
+  std::string cmd = "'" + std::string(MMINFER_CLI) + "' inspect " + quote(model_) +
+                    " --optimized --precision int8 --fp32-edges off >" + quote(out_path) + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(out_path);
+  std::string out = read_file(out_path);
+  EXPECT_NE(out.find("int8: 1 of 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("[int8] FusedMatMul"), std::string::npos) << out;
+  cmd = "'" + std::string(MMINFER_CLI) + "' inspect " + quote(model_) + " --optimized --precision int8 >" + quote(out_path) + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_NE(read_file(out_path).find("int8: 0 of 1"), std::string::npos) << read_file(out_path);  // the only layer is an edge
+  CliResult r = run_cli("run " + quote(model_) + " --input x=" + quote(good_npy_) + " --precision other=int8 --fp32-edges off" +
+                            " --output-dir " + quote(dir_.file("out8")),
+                        dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST_F(Cli, ExternalDataOutsideTheFolder) {
   onnx::ModelProto m = mlp_model();
   auto* w = m.mutable_graph()->mutable_initializer(0);
