@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/dense_gemm.h"
+#include "kernels/cpu/int8_epilogue.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cpu/quantize_rows.h"
 #include "kernels/cpu/registry.h"
@@ -294,16 +295,58 @@ TEST(ActivationSimd, MatchesScalarDefinition) {
                                   act_of("", {}, 2.f, -3.f)};
   std::vector<float> x;
   for (int i = -2000; i <= 2000; ++i) x.push_back(static_cast<float>(i) * 0.01f);
-  for (float v : {-100.f, -30.f, 30.f, 100.f, 1e-30f, -1e-30f}) x.push_back(v);
-  x.push_back(0.5f);  // an odd length exercises the masked tail
-  for (const Activation& act : acts) {
-    std::vector<float> y = x;
-    apply_activation_avx2(act, y.data(), static_cast<int64_t>(y.size()));
-    for (size_t i = 0; i < x.size(); ++i) {
-      float want = act.apply(x[i]);
-      ASSERT_NEAR(y[i], want, 2e-6f * (1.f + std::fabs(want))) << "kind " << act.kind << " x " << x[i];
+  for (float v : {-100.f, -30.f, 30.f, 100.f, 1e-30f, -1e-30f, 3e38f, -3e38f}) x.push_back(v);
+  x.push_back(0.5f);  // an odd length exercises the masked tails
+  for (const Activation& act : acts)
+    for (bool wide : {false, true}) {
+      if (wide && !has_avx512()) continue;
+      std::vector<float> y = x;
+      if (wide) apply_activation_avx512(act, y.data(), static_cast<int64_t>(y.size()));
+      else apply_activation_avx2(act, y.data(), static_cast<int64_t>(y.size()));
+      for (size_t i = 0; i < x.size(); ++i) {
+        float want = act.apply(x[i]);
+        if (std::isinf(want)) {
+          ASSERT_EQ(y[i], want) << "kind " << act.kind << " x " << x[i] << (wide ? " avx512" : " avx2");
+          continue;
+        }
+        ASSERT_NEAR(y[i], want, 2e-6f * (1.f + std::fabs(want))) << "kind " << act.kind << " x " << x[i] << (wide ? " avx512" : " avx2");
+      }
     }
-  }
+}
+
+// ---- the row epilogue, each ISA against the scalar twin ----
+
+TEST(Int8Epilogue, VectorRowsMatchTheScalarTwin) {
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int32_t> acc_d(-3000000, 3000000), sum_d(-20000, 20000);
+  std::vector<Activation> acts = {Activation{}, act_of("Gelu"), act_of("Silu", {1.702f}), act_of("GeluTanh"),
+                                  act_of("Relu", {}, 0.5f, 0.25f)};
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 100, 773})
+    for (const Activation& act : acts)
+      for (int residual = 0; residual < 3; ++residual) {  // none, separate, in place over acc's bytes
+        std::vector<int32_t> acc(n), w_sum(n);
+        for (auto& v : acc) v = acc_d(rng);
+        for (auto& v : w_sum) v = sum_d(rng);
+        std::vector<float> w_scale = normal(n, 5, 0.001f), bias = normal(n, 6), res = normal(n, 7);
+        for (float& v : w_scale) v = std::fabs(v);
+        Int8Columns cols{w_sum.data(), w_scale.data(), bias.data(), act};
+        const int32_t zp = 131;
+        const float a_scale = 0.0123f;
+        std::vector<float> want(n);
+        finish_int8_row_reference(cols, acc.data(), n, zp, a_scale, residual ? res.data() : nullptr, want.data());
+        for (bool wide : {false, true}) {
+          if (wide && !has_avx512()) continue;
+          std::vector<int32_t> bytes = acc;  // the output lands on the int32 product, as in Int8Gemm
+          float* y = reinterpret_cast<float*>(bytes.data());
+          const float* r = residual == 0 ? nullptr : residual == 1 ? res.data() : y;
+          if (residual == 2) std::copy(res.begin(), res.end(), y);  // Z in Y: needs acc elsewhere
+          const int32_t* a = residual == 2 ? acc.data() : bytes.data();
+          (wide ? finish_int8_row_avx512 : finish_int8_row_avx2)(cols, a, n, zp, a_scale, r, y);
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_NEAR(y[i], want[i], 2e-6f * (1.f + std::fabs(want[i])))
+                << "n " << n << " kind " << act.kind << " residual " << residual << (wide ? " avx512" : " avx2") << " at " << i;
+        }
+      }
 }
 
 // ---- through the registry ----

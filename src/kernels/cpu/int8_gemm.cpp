@@ -7,45 +7,14 @@
 
 #include "core/parallel.h"
 #include "kernels/cpu/activation_simd.h"
+#include "kernels/cpu/int8_epilogue.h"
 #include "kernels/cpu/kernel.h"
 #include "kernels/cpu/quantize_rows.h"
-#include "kernels/cpu/vector_math.h"
 
 namespace mminfer::kernels {
 
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
-
-namespace {
-
-// y[n] = float(acc[n] - zp · w_sum[n]) · w_scale[n] · a_scale + bias[n] (+ residual[n]);
-// acc and y may be the same bytes (the int32 product is finished in place).
-void dequantize_row_avx2(const int32_t* acc, int64_t N, int32_t zp, float a_scale, const int32_t* w_sum,
-                         const float* w_scale, const float* bias, const float* residual, float* y) {
-  const __m256i z = _mm256_set1_epi32(zp);
-  const __m256 s = _mm256_set1_ps(a_scale);
-  auto one = [&](__m256i a, __m256i ws, __m256 sc, __m256 b) {
-    __m256i t = _mm256_sub_epi32(a, _mm256_mullo_epi32(z, ws));
-    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(t), sc), s, b);
-  };
-  int64_t n = 0;
-  for (; n + 8 <= N; n += 8) {
-    __m256 v = one(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + n)),
-                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_sum + n)), _mm256_loadu_ps(w_scale + n),
-                   _mm256_loadu_ps(bias + n));
-    if (residual) v = _mm256_add_ps(v, _mm256_loadu_ps(residual + n));
-    _mm256_storeu_ps(y + n, v);
-  }
-  if (n < N) {
-    __m256i m = vmath::tail_mask(N - n);
-    __m256 v = one(_mm256_maskload_epi32(acc + n, m), _mm256_maskload_epi32(w_sum + n, m),
-                   _mm256_maskload_ps(w_scale + n, m), _mm256_maskload_ps(bias + n, m));
-    if (residual) v = _mm256_add_ps(v, _mm256_maskload_ps(residual + n, m));
-    _mm256_maskstore_ps(y + n, m, v);
-  }
-}
-
-}  // namespace
 
 int Int8Gemm::weight_limit() {
   // Without VNNI, oneDNN multiplies u8·s8 with vpmaddubsw, whose int16 pair sums saturate
@@ -135,13 +104,11 @@ void Int8Gemm::run(const float* a, int64_t M, float* y, const float* residual) {
   } catch (const dnnl::error& e) {
     fail_dnnl("int8 matmul", e);
   }
+  const Int8Columns cols{w_sum_.data(), w_scale_.data(), bias_.data(), act_};
+  auto finish = has_avx512() ? finish_int8_row_avx512 : finish_int8_row_avx2;
   parallel_for(M, std::max<int64_t>(1, 8192 / N_), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* row = y + r * N_;
-      dequantize_row_avx2(acc + r * N_, N_, a_zero_[r], a_scale_[r], w_sum_.data(), w_scale_.data(), bias_.data(),
-                          residual ? residual + r * N_ : nullptr, row);
-      apply_activation_avx2(act_, row, N_);
-    }
+    for (int64_t r = r0; r < r1; ++r)
+      finish(cols, acc + r * N_, N_, a_zero_[r], a_scale_[r], residual ? residual + r * N_ : nullptr, y + r * N_);
   });
 }
 
