@@ -9,7 +9,9 @@ input by input, over an evaluation set of random and structured inputs.
 width 256, 6 layers; text 32 tokens, width 256, 6 layers; torch's default random init, fixed seed)
 into DIR, unless DIR already holds it. --model uses an existing tower instead (e.g. models/clip-b32).
 The INT8 run gets `--precision int8` plus any flags after `--`. Prints every cosine and the
-minimum; exits 1 when any embedding falls below --min-cosine.
+minimum; exits 1 when any embedding falls below --min-cosine. --ort-int8 PATH also runs ONNX
+Runtime (tools/ort_run.js) on the model and on its MatMulInteger form (quantize_ort_dynamic.py)
+and reports that pair's cosines, for comparison only.
 """
 import argparse
 import hashlib
@@ -128,6 +130,8 @@ def main():
     p.add_argument("--min-cosine", type=float, default=0.999)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--embeds", help="output to compare (default image_embeds / text_embeds)")
+    p.add_argument("--ort-int8", help="ONNX Runtime's INT8 form of the model, to report its cosines too")
+    p.add_argument("--node", default="node")
     args = p.parse_args(argv)
 
     os.makedirs(args.work, exist_ok=True)
@@ -171,6 +175,14 @@ def main():
                 cmd += ["--input", f"{name}={path}"]
             run_tool(cmd, f"mminfer run ({label})")
             outs[label] = {n: load_output(out_dir, n) for n in (embeds, "last_hidden_state")}
+        if args.ort_int8:
+            for label, path in (("ort_fp32", model), ("ort_int8", args.ort_int8)):
+                out_dir = os.path.join(tmp, label)
+                cmd = [args.node, os.path.join(HERE, "ort_run.js"), path, "--output-dir", out_dir, "--threads", str(args.threads)]
+                for name, p_ in paths.items():
+                    cmd += ["--input", f"{name}={p_}"]
+                run_tool(cmd, f"ort_run.js ({label})")
+                outs[label] = {embeds: load_output(out_dir, embeds)}
 
     cos = cosines(outs["int8"][embeds], outs["fp32"][embeds])
     hidden = cosines(outs["int8"]["last_hidden_state"], outs["fp32"]["last_hidden_state"])
@@ -178,6 +190,11 @@ def main():
     print(f"{name}: INT8 vs FP32 cosine of {embeds}, {len(cos)} inputs (flags: --precision int8 {' '.join(extra)}):")
     print("  " + " ".join(f"{c:.6f}" for c in cos))
     print(f"  min {cos.min():.6f}, mean {cos.mean():.6f}; last_hidden_state min {hidden.min():.6f}")
+    if args.ort_int8:
+        ort = cosines(outs["ort_int8"][embeds], outs["ort_fp32"][embeds])
+        agree = cosines(outs["ort_fp32"][embeds], outs["fp32"][embeds])
+        print(f"  ONNX Runtime INT8 (MatMulInteger form) vs its FP32: " + " ".join(f"{c:.6f}" for c in ort))
+        print(f"  min {ort.min():.6f}, mean {ort.mean():.6f}; mminfer FP32 vs ONNX Runtime FP32 min {agree.min():.7f}")
     bad = np.flatnonzero(~(cos >= args.min_cosine))
     if bad.size:
         print(f"FAIL: inputs {bad.tolist()} below {args.min_cosine}")
