@@ -401,4 +401,45 @@ TEST(Int8Gemm, FusedMatMulPrecisionAttributeSelectsIt) {
   EXPECT_THROW(run_fused(bad, a, w, b), Error);
 }
 
+// Gemm folds alpha, transB and beta · C into the same kernel.
+TEST(Int8Gemm, GemmWithTransposedWeightsAlphaAndBeta) {
+  const int64_t M = 6, K = 40, N = 13;
+  Tensor a = tensor({M, K}, normal(M * K, 11)), wt = tensor({N, K}, normal(N * K, 12, 0.1f)), c = tensor({N}, normal(N, 13));
+  Attributes attrs;
+  attrs.set("transB", int64_t(1));
+  attrs.set("alpha", 0.5f);
+  attrs.set("beta", 2.f);
+  attrs.set("precision", std::string("int8"));
+  KernelSpec spec;
+  spec.name = spec.op_type = "Gemm";
+  spec.opset = 13;
+  spec.attrs = &attrs;
+  spec.num_inputs = 3;
+  spec.num_outputs = 1;
+  spec.input_dtypes = {DType::kFloat32, DType::kFloat32, DType::kFloat32};
+  spec.constant_inputs = {nullptr, &wt, &c};
+  auto kernel = Registry::instance().create(spec);
+  Inputs in = {&a, &wt, &c};
+  std::vector<TensorDesc> d(1);
+  kernel->infer(in, d);
+  Tensor y = Tensor::empty(d[0].dtype, d[0].shape);
+  Outputs out = {&y};
+  kernel->run(in, out);
+  std::vector<float> bias(N);
+  for (int64_t n = 0; n < N; ++n) bias[n] = 2.f * c.data<float>()[n];
+  Int8Gemm direct(wt.data<float>(), K, N, true, 0.5f, bias.data(), Activation{}, false);
+  std::vector<float> want(M * N), exact(M * N);
+  direct.run_reference(a.data<float>(), M, want.data());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double v = bias[n];
+      for (int64_t k = 0; k < K; ++k) v += 0.5 * a.data<float>()[m * K + k] * wt.data<float>()[n * K + k];
+      exact[m * N + n] = static_cast<float>(v);
+    }
+  for (int64_t i = 0; i < M * N; ++i) {
+    EXPECT_NEAR(y.data<float>()[i], want[i], 2e-5f * (1.f + std::fabs(want[i])));
+    EXPECT_NEAR(y.data<float>()[i], exact[i], 0.05f);
+  }
+}
+
 }  // namespace

@@ -1,7 +1,5 @@
 #include "kernels/cpu/int8_gemm.h"
 
-#include <immintrin.h>
-
 #include <cmath>
 #include <string>
 
@@ -28,31 +26,35 @@ Int8Gemm::Int8Gemm(const float* w, int64_t K, int64_t N, bool w_transposed, floa
                    Activation act, bool per_tensor)
     : K_(K), N_(N), act_(act), per_tensor_(per_tensor) {
   if (K < 1 || K > kMaxK || N < 1) fail("INT8 GEMM needs 1 <= K <= " + std::to_string(kMaxK) + " and N >= 1");
-  auto at = [&](int64_t k, int64_t n) { return alpha * (w_transposed ? w[n * K + k] : w[k * N + n]); };
+  // Visits alpha · w[k, n] in the order the source is stored, so loading large weights does not
+  // stride through memory.
+  auto each = [&](auto&& f) {
+    if (w_transposed) {
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) f(k, n, alpha * w[n * K + k]);
+    } else {
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) f(k, n, alpha * w[k * N + n]);
+    }
+  };
   const float limit = static_cast<float>(weight_limit());
+  std::vector<float> amax(static_cast<size_t>(N), 0.f);
+  std::vector<char> finite(static_cast<size_t>(N), 1);
+  each([&](int64_t, int64_t n, float v) {
+    finite[n] = finite[n] && std::isfinite(v);
+    amax[n] = std::fmax(amax[n], std::fabs(v));
+  });
+  w_scale_.resize(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n)  // a NaN or inf weight has no int8 form: its column comes out NaN
+    w_scale_[n] = finite[n] ? (amax[n] > 0.f ? amax[n] / limit : 1.f) : std::nanf("");
   wq_.resize(static_cast<size_t>(K * N));
-  w_scale_.assign(static_cast<size_t>(N), 1.f);
   w_sum_.assign(static_cast<size_t>(N), 0);
-  for (int64_t n = 0; n < N; ++n) {
-    float amax = 0.f;
-    bool finite = true;
-    for (int64_t k = 0; k < K; ++k) {
-      float v = at(k, n);
-      finite = finite && std::isfinite(v);
-      amax = std::fmax(amax, std::fabs(v));
-    }
-    // A NaN or inf weight has no int8 form; the column becomes NaN rather than quietly wrong.
-    float scale = finite ? (amax > 0.f ? amax / limit : 1.f) : std::nanf("");
-    w_scale_[n] = scale;
-    int32_t sum = 0;
-    for (int64_t k = 0; k < K; ++k) {
-      float q = std::isfinite(scale) ? std::nearbyint(at(k, n) / scale) : 0.f;
-      q = std::fmin(std::fmax(q, -limit), limit);
-      wq_[k * N + n] = static_cast<int8_t>(q);
-      sum += static_cast<int32_t>(q);
-    }
-    w_sum_[n] = sum;
-  }
+  each([&](int64_t k, int64_t n, float v) {
+    float q = std::isfinite(w_scale_[n]) ? std::nearbyint(v / w_scale_[n]) : 0.f;
+    q = std::fmin(std::fmax(q, -limit), limit);
+    wq_[k * N + n] = static_cast<int8_t>(q);
+    w_sum_[n] += static_cast<int32_t>(q);
+  });
   bias_.assign(static_cast<size_t>(N), 0.f);
   if (bias) bias_.assign(bias, bias + N);
   plain_weights_ = dnnl::memory({{K, N}, dt::s8, tag::ab}, dnnl_engine(), wq_.data());
