@@ -275,6 +275,9 @@ std::vector<ConvCase> conv_cases() {
       {{1, 3, 8, 7}, {4, 3, 3, 3}, 1, {2, 2}, {1, 1}, {}, "SAME_UPPER"},
       {{1, 3, 8, 7}, {4, 3, 3, 3}, 1, {2, 2}, {1, 1}, {}, "SAME_LOWER"},
       {{1, 3, 8, 7}, {4, 3, 4, 2}, 1, {3, 2}, {1, 1}, {}, "VALID"},
+      // Patch convolutions (kernel == stride): trailing rows/columns the windows do not reach.
+      {{2, 3, 14, 15}, {5, 3, 4, 3}, 1, {4, 3}, {1, 1}, {0, 0, 0, 0}},
+      {{1, 3, 8, 7}, {4, 3, 2, 2}, 1, {2, 2}, {1, 1}, {}, "VALID"},
   };
 }
 
@@ -326,7 +329,7 @@ TEST(MatMulConv, FusedConvMatchesUnfused) {
   std::vector<A> acts = {{"", {}},          {"Relu", {}},        {"Clip", {0.f, 6.f}}, {"HardSigmoid", {1.f / 6, 0.5f}},
                          {"HardSwish", {}}, {"LeakyRelu", {0.2f}}, {"Sigmoid", {}},     {"Tanh", {}}};
   unsigned seed = 300;
-  for (const ConvCase& c : {conv_cases()[1], conv_cases()[2], conv_cases()[5]}) {
+  for (const ConvCase& c : {conv_cases()[1], conv_cases()[2], conv_cases()[5], conv_cases()[10]}) {
     Tensor x = random_tensor(c.x, seed++, -3.f, 3.f), w = random_tensor(c.w, seed++), b = random_tensor({c.w[0]}, seed++);
     Shape ws;
     std::vector<float> conv = naive_conv(x, w, b.data<float>(), c.group, c.strides, c.dilations, resolved_pads(c), ws);

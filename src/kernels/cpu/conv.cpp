@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "kernels/cpu/conv_common.h"
+#include "kernels/cpu/conv_patch.h"
 #include "kernels/cpu/dense_gemm.h"
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/matmul_common.h"
@@ -41,6 +42,10 @@ class ConvKernel : public Kernel {
     channels_last_ = fused && spec.a().get_int("channels_last", 0) != 0;
     const Tensor* w = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
     if (w && w->dtype() == DType::kFloat32) const_w_ = w;
+    if (const_w_ && is_patch_conv(spec)) {
+      const Tensor* b = spec.constant_inputs.size() > 2 ? spec.constant_inputs[2] : nullptr;
+      patch_ = std::make_unique<PatchConv>(spec, *const_w_, b ? b->data<float>() : nullptr, act_);
+    }
   }
 
   void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
@@ -65,6 +70,10 @@ class ConvKernel : public Kernel {
     Tensor& y = *out[0];
     ConvGeometry g = geometry(x.shape(), w.shape());
     if (y.numel() == 0) return;
+    if (patch_ && x.dtype() == DType::kFloat32 && w.raw() == const_w_->raw() && PatchConv::applies(g)) {
+      patch_->run(g, x.data<float>(), channels_last_, z ? z->data<float>() : nullptr, y.data<float>());
+      return;
+    }
     if (x.dtype() == DType::kFloat32) {
       run_f32(g, x.data<float>(), w, b ? b->data<float>() : nullptr, z ? z->data<float>() : nullptr, y.data<float>());
       return;
@@ -78,6 +87,23 @@ class ConvKernel : public Kernel {
   }
 
  private:
+  // Attributes alone say the windows tile the input (PatchConv), weights and bias are constant
+  // float32, and the bias (if any) is constant.
+  static bool is_patch_conv(const KernelSpec& spec) {
+    const Shape& w = spec.constant_inputs[1]->shape();
+    ConvAttrs a = read_conv_attrs(spec.a());
+    if (w.size() != 4 || a.group != 1 || (a.auto_pad != "NOTSET" && a.auto_pad != "VALID")) return false;
+    if (a.strides != std::vector<int64_t>{w[2], w[3]}) return false;
+    if (!a.kernel_shape.empty() && a.kernel_shape != std::vector<int64_t>{w[2], w[3]}) return false;
+    for (int64_t p : a.pads)
+      if (p != 0) return false;
+    for (int64_t d : a.dilations)
+      if (d != 1) return false;
+    if (!spec.has_input(2)) return true;
+    const Tensor* b = spec.constant_inputs.size() > 2 ? spec.constant_inputs[2] : nullptr;
+    return b && b->dtype() == DType::kFloat32 && b->numel() == w[0];
+  }
+
   // Geometry from X as stored: channels-last X is [N, spatial..., C].
   ConvGeometry geometry(const Shape& x, const Shape& w) const {
     if (!channels_last_ || x.size() < 3) return conv_geometry(attrs_, x, w);
@@ -201,6 +227,7 @@ class ConvKernel : public Kernel {
   ConvAttrs attrs_;
   Activation act_;
   const Tensor* const_w_ = nullptr;
+  std::unique_ptr<PatchConv> patch_;  // set when the attributes make this a patch convolution
   std::map<std::vector<int64_t>, Plan> plans_;
   std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
   std::mutex mu_;
