@@ -168,18 +168,8 @@ class ConvKernel : public Kernel {
       p.dst_md = pd.dst_desc();
       p.w_md = pd.weights_desc();
       if (use_const) {
-        for (auto& [d, mem] : packed_)
-          if (d == p.w_md) p.packed_w = mem;
-        if (!p.packed_w) {
-          dnnl::memory plain(conv_weights_desc(const_w_->shape(), g.G), dnnl_engine(), const_cast<void*>(const_w_->raw()));
-          p.packed_w = reorder_if_needed(plain, p.w_md);
-          if (p.packed_w.get_data_handle() == const_w_->raw()) {  // keep our own copy: the graph may drop it
-            dnnl::memory own(p.w_md, dnnl_engine());
-            dnnl::reorder(plain, own).execute(dnnl_stream(), plain, own);
-            p.packed_w = own;
-          }
-          packed_.emplace_back(p.w_md, p.packed_w);
-        }
+        dnnl::memory plain(conv_weights_desc(const_w_->shape(), g.G), dnnl_engine(), const_cast<void*>(const_w_->raw()));
+        p.packed_w = packed_.get(plain, p.w_md);
       }
       return plans_.emplace(key, std::move(p)).first->second;
     } catch (const dnnl::error& e) {
@@ -229,7 +219,7 @@ class ConvKernel : public Kernel {
   const Tensor* const_w_ = nullptr;
   std::unique_ptr<PatchConv> patch_;  // set when the attributes make this a patch convolution
   std::map<std::vector<int64_t>, Plan> plans_;
-  std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
+  PackedWeightCache packed_;
   std::mutex mu_;
 };
 

@@ -125,9 +125,7 @@ class ConvTransposeKernel : public Kernel {
       p.w_md = pd.weights_desc();
       if (use_const) {
         dnnl::memory plain(w_plain, dnnl_engine(), const_cast<void*>(const_w_->raw()));
-        p.packed_w = dnnl::memory(p.w_md, dnnl_engine());
-        dnnl::reorder(plain, p.packed_w).execute(dnnl_stream(), plain, p.packed_w);
-        dnnl_stream().wait();
+        p.packed_w = packed_.get(plain, p.w_md);
       }
     } catch (const dnnl::error& e) {
       fail_dnnl("deconvolution primitive", e);
@@ -199,6 +197,7 @@ class ConvTransposeKernel : public Kernel {
   ConvAttrs attrs_;
   const Tensor* const_w_ = nullptr;
   std::map<std::vector<int64_t>, Plan> plans_;
+  PackedWeightCache packed_;  // constant weights, one copy per layout the plans ask for
   std::mutex mu_;
 };
 

@@ -59,13 +59,10 @@ ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M, bool sum) {
     dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
     Plan plan;
     plan.prim = dnnl::matmul(pd);
-    dnnl::memory::desc want = pd.weights_desc();
-    for (auto& [d, mem] : packed_)
-      if (d == want) plan.weights = mem;
-    if (!plan.weights) {
-      plan.weights = reorder_if_needed(plain_weights_, want);
-      packed_.emplace_back(want, plan.weights);
-    }
+    plan.weights = packed_.get(plain_weights_, pd.weights_desc());
+    // Later layouts (another M may prefer one) are packed from the first: drop the plain copy.
+    plain_weights_ = dnnl::memory();
+    std::vector<float>().swap(w_copy_);
     return plans_.emplace(std::make_pair(M, sum), std::move(plan)).first->second;
   } catch (const dnnl::error& e) {
     fail_dnnl("matmul primitive", e);

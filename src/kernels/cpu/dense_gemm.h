@@ -48,11 +48,11 @@ class ConstWeightGemm final : public PackedGemm {
   int64_t K_, N_;
   Activation act_;
   bool fused_act_ = true;
-  dnnl::memory plain_weights_;  // K x N (strides express the transposed source)
+  dnnl::memory plain_weights_;  // K x N (strides express the transposed source); freed once packed
   std::vector<float> w_copy_, bias_;
   dnnl::memory bias_mem_;
   std::map<std::pair<int64_t, bool>, Plan> plans_;
-  std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;  // one per distinct layout
+  PackedWeightCache packed_;
   std::mutex mu_;
 };
 

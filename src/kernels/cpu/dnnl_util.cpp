@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/weight_memory.h"
 #include "kernels/cpu/kernel.h"
 
 namespace mminfer::kernels {
@@ -91,6 +92,23 @@ dnnl::memory reorder_if_needed(const dnnl::memory& src, const dnnl::memory::desc
   dnnl::reorder(src, dst).execute(dnnl_stream(), const_cast<dnnl::memory&>(src), dst);
   dnnl_stream().wait();
   return dst;
+}
+
+PackedWeights pack_weights(const dnnl::memory& src, const dnnl::memory::desc& want) {
+  PackedWeights w;
+  w.owner = allocate_weight_memory(want.get_size());
+  w.mem = dnnl::memory(want, dnnl_engine(), w.owner.get());
+  dnnl::reorder(src, w.mem).execute(dnnl_stream(), const_cast<dnnl::memory&>(src), w.mem);
+  dnnl_stream().wait();
+  return w;
+}
+
+dnnl::memory PackedWeightCache::get(const dnnl::memory& plain, const dnnl::memory::desc& want) {
+  for (auto& [d, packed] : packed_)
+    if (d == want) return packed.mem;
+  const dnnl::memory& src = packed_.empty() ? plain : packed_.front().second.mem;
+  packed_.emplace_back(want, pack_weights(src, want));
+  return packed_.back().second.mem;
 }
 
 void fail_dnnl(const char* what, const dnnl::error& e) {

@@ -2,6 +2,7 @@
 // small helpers to describe our dense row-major tensors to oneDNN.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -29,6 +30,27 @@ bool append_activation(dnnl::post_ops& ops, const Activation& act);
 // Copies `src` (described by src_md) into a new memory of `want` layout, or returns it as is
 // when the layouts already agree.
 dnnl::memory reorder_if_needed(const dnnl::memory& src, const dnnl::memory::desc& want);
+
+// Constant weights reordered into `want`, always into a fresh copy in weight memory
+// (core/weight_memory.h: huge pages where available). `owner` keeps the bytes alive; `mem`
+// only points at them.
+struct PackedWeights {
+  dnnl::memory mem;
+  std::shared_ptr<void> owner;
+};
+PackedWeights pack_weights(const dnnl::memory& src, const dnnl::memory::desc& want);
+
+// The layouts one constant operand has been packed into, one copy per distinct layout.
+class PackedWeightCache {
+ public:
+  // The weights in layout `want`: packed from `plain` the first time, and from the first
+  // packing afterwards (so `plain` may be released once this is non-empty).
+  dnnl::memory get(const dnnl::memory& plain, const dnnl::memory::desc& want);
+  bool empty() const { return packed_.empty(); }
+
+ private:
+  std::vector<std::pair<dnnl::memory::desc, PackedWeights>> packed_;
+};
 
 // Runs a oneDNN call and turns its exceptions into our one-line errors.
 [[noreturn]] void fail_dnnl(const char* what, const dnnl::error& e);

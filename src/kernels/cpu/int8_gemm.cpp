@@ -71,13 +71,7 @@ Int8Gemm::Plan& Int8Gemm::plan_for(int64_t M) {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_md, y_md), dnnl_engine());
     Plan plan;
     plan.prim = dnnl::matmul(pd);
-    dnnl::memory::desc want = pd.weights_desc();
-    for (auto& [d, mem] : packed_)
-      if (d == want) plan.weights = mem;
-    if (!plan.weights) {
-      plan.weights = reorder_if_needed(plain_weights_, want);
-      packed_.emplace_back(want, plan.weights);
-    }
+    plan.weights = packed_.get(plain_weights_, pd.weights_desc());
     return plans_.emplace(M, std::move(plan)).first->second;
   } catch (const dnnl::error& e) {
     fail_dnnl("int8 matmul primitive", e);

@@ -53,7 +53,7 @@ class Int8Gemm final : public PackedGemm {
   std::vector<int32_t> w_sum_;  // Σ_k wq[k, n]
   dnnl::memory plain_weights_;
   std::map<int64_t, Plan> plans_;
-  std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
+  PackedWeightCache packed_;
   // Per-call scratch, grown as needed and kept, so steady-state runs allocate nothing.
   std::vector<uint8_t> qa_;
   std::vector<float> a_scale_;
