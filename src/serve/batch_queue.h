@@ -74,6 +74,11 @@ class BatchQueue {
     std::lock_guard<std::mutex> lock(mu_);
     return items_.size();
   }
+  // Accepted and not yet answered: waiting plus the batch that runs.
+  size_t in_flight() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return items_.size() + running_;
+  }
   const BatchController& controller() const { return controller_; }
   const BatchPolicy& policy() const { return policy_; }
 
@@ -106,6 +111,7 @@ class BatchQueue {
         size_t n = cut(items_.size(), target);
         for (size_t i = 0; i < n; ++i) batch.push_back(std::move(items_[i]));
         items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(n));
+        running_ = n;
       }
       auto start = Clock::now();
       std::vector<In> inputs;
@@ -132,6 +138,8 @@ class BatchQueue {
           batch[i].done(std::move(results[i]));
         }
       }
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = 0;
     }
   }
 
@@ -143,6 +151,7 @@ class BatchQueue {
   std::condition_variable cv_;
   std::deque<Item> items_;
   bool stopping_ = false;
+  size_t running_ = 0;  // size of the batch being run
   std::thread worker_;  // last: starts after everything it reads is built
 };
 

@@ -207,6 +207,16 @@ size_t ServedModel::queued() const {
   return n;
 }
 
+size_t ServedModel::in_flight() const {
+  size_t n = 0;
+  if (image_q_) n += image_q_->in_flight();
+  if (text_q_) n += text_q_->in_flight();
+  if (audio_q_) n += audio_q_->in_flight();
+  if (ocr_q_) n += ocr_q_->in_flight();
+  if (tensor_q_) n += tensor_q_->in_flight();
+  return n;
+}
+
 const std::vector<ValueInfo>& ServedModel::input_info() const {
   static const std::vector<ValueInfo> none;
   return session_ ? session_->inputs() : none;

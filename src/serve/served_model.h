@@ -74,7 +74,8 @@ class ServedModel {
 
   // Throws Error for a text the text tower would refuse (too long, invalid UTF-8).
   void check_text(std::string_view text) const;
-  size_t queued() const;
+  size_t queued() const;     // waiting in the model's queues
+  size_t in_flight() const;  // accepted and not yet answered: waiting plus running
   // Per queue ("image", "text", ...): the batch size its controller picked last.
   std::vector<std::pair<const char*, size_t>> chosen_batch_sizes() const;
 

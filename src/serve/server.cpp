@@ -94,6 +94,8 @@ std::string Server::render_metrics() {
   }
   for (const auto& m : repository_->loaded()) {
     metrics_.gauge("mminfer_queue_depth", "Requests waiting in a model's queues", {{"model", m->name()}}).set(static_cast<double>(m->queued()));
+    metrics_.gauge("mminfer_inflight_requests", "Requests a model has accepted and not yet answered", {{"model", m->name()}})
+        .set(static_cast<double>(m->in_flight()));
     for (const auto& [queue, size] : m->chosen_batch_sizes())
       metrics_.gauge("mminfer_batch_size_target", "Batch size the adaptive controller picked last", {{"model", m->name()}, {"queue", queue}})
           .set(static_cast<double>(size));

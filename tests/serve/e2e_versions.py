@@ -114,7 +114,8 @@ def test_unload_then_load(ctx):
 
 
 def slow_requests(ctx, n):
-    """Starts n requests to the slow model; returns (threads, answers) once some wait in its queue."""
+    """Starts n requests to the slow model; returns (threads, answers) once every one of them is
+    answered or accepted by the model (running or waiting in its queue)."""
     from e2e_load import slow_body
     from serve_harness import metric
 
@@ -129,9 +130,9 @@ def slow_requests(ctx, n):
     threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
-    while metric(ctx.server.metrics(), "mminfer_queue_depth", model="slow") < 1:
-        assert any(a is None for a in answers), "the slow requests finished before they were seen queued"
+    while metric(ctx.server.metrics(), "mminfer_inflight_requests", model="slow") + sum(a is not None for a in answers) < n:
         threading.Event().wait(0.002)
+    assert any(a is None for a in answers), "the slow requests all finished before they were seen in flight"
     return threads, answers
 
 

@@ -60,10 +60,11 @@ def test_sigterm_finishes_in_flight(ctx):
     # SIGTERM once all are inside the server (a request it reads after SIGTERM is new work, and
     # is answered 503).
     deadline = time.monotonic() + 30
-    while metric(s.metrics(), "mminfer_queue_depth", model="slow") < len(answers) - 1:
-        assert time.monotonic() < deadline, f"{len(answers) - 1} slow requests never showed queued in mminfer_queue_depth"
-        assert not all(a is not None for a in answers), "the slow requests finished before SIGTERM could be sent"
+    # Every request is answered or inside the server (accepted and not yet answered).
+    while metric(s.metrics(), "mminfer_inflight_requests", model="slow") + sum(a is not None for a in answers) < len(answers):
+        assert time.monotonic() < deadline, f"{len(answers)} slow requests never all reached the server"
         time.sleep(0.002)
+    assert not all(a is not None for a in answers), "the slow requests finished before SIGTERM could be sent"
     s.proc.terminate()
     # New connections are refused from now on (once the server has taken the signal).
     deadline = time.monotonic() + 30

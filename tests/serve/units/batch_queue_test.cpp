@@ -122,5 +122,28 @@ TEST(BatchQueue, AFullQueueRefusesAndStopDrains) {
   EXPECT_FALSE(q.push(99, done));  // stopped
 }
 
+TEST(BatchQueue, InFlightCountsWaitingAndRunningUntilAnswered) {
+  BatchPolicy p;
+  p.max_batch_size = 1;
+  p.capacity = 4;
+  std::promise<void> release, started;
+  std::shared_future<void> go = release.get_future().share();
+  std::atomic<bool> first{true};
+  Queue q(p, [&](std::vector<int>& in) {
+    if (first.exchange(false)) started.set_value();
+    go.wait();
+    return std::vector<Queue::Result>(in.size());
+  });
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(q.push(i, [&](Queue::Result) { ++answered; }));
+  started.get_future().wait();  // one runs, two wait
+  EXPECT_EQ(q.in_flight(), 3u);
+  EXPECT_EQ(q.depth(), 2u);
+  release.set_value();
+  q.stop();
+  EXPECT_EQ(answered, 3);
+  EXPECT_EQ(q.in_flight(), 0u);
+}
+
 }  // namespace
 }  // namespace mminfer::serve
