@@ -15,7 +15,10 @@ enum class Modality { kVision, kText, kAudio, kOther };
 constexpr int kNumModalities = 4;
 const char* modality_name(Modality m);
 
-enum class Precision { kFp32, kInt8 };
+// kBf16: weights and activations rounded to bfloat16, float32 accumulation; chosen only where
+// the CPU multiplies bfloat16 natively (elsewhere those nodes stay FP32).
+enum class Precision { kFp32, kInt8, kBf16 };
+const char* precision_name(Precision p);  // "fp32", "int8", "bf16"
 
 struct PrecisionPolicy {
   std::array<Precision, kNumModalities> by_modality{Precision::kFp32, Precision::kFp32, Precision::kFp32,
@@ -32,11 +35,12 @@ struct PrecisionPolicy {
 
   Precision of(Modality m) const { return by_modality[static_cast<int>(m)]; }
   bool any_int8() const;
+  bool any_below_fp32() const;  // some modality asks for INT8 or BF16
 };
 
-// Reads "int8" / "fp32" (every modality) or a list such as "vision=int8,text=fp32" (modalities:
-// vision, text, audio, other, all); later entries override earlier ones. "fp16" and "bf16" are
-// recognised and refused as not available yet. Errors are one line.
+// Reads "int8" / "bf16" / "fp32" (every modality) or a list such as "vision=int8,text=bf16"
+// (modalities: vision, text, audio, other, all); later entries override earlier ones. "fp16"
+// is recognised and refused as not available yet. Errors are one line.
 Status parse_precision(const std::string& spec, PrecisionPolicy* policy);
 // Sets keep_fp32 after checking that `regex` compiles.
 Status set_keep_fp32(const std::string& regex, PrecisionPolicy* policy);

@@ -17,7 +17,8 @@ struct PassContext {
   int opt_level = 1;
   NodeEvaluator evaluate;
   size_t max_folded_bytes = size_t(64) << 20;  // larger constant results stay computed at run time
-  PrecisionPolicy precision;                    // which nodes quantize_dynamic_int8 marks
+  PrecisionPolicy precision;                    // which nodes assign_precision marks
+  bool native_bf16 = false;                     // the CPU multiplies bfloat16 natively
 };
 
 struct Pass {
@@ -42,7 +43,7 @@ bool fuse_matmul_bias(ir::Graph& g, const PassContext& ctx);
 bool fuse_gelu(ir::Graph& g, const PassContext& ctx);
 bool fuse_layer_norm(ir::Graph& g, const PassContext& ctx);
 bool conv_channels_last(ir::Graph& g, const PassContext& ctx);
-bool quantize_dynamic_int8(ir::Graph& g, const PassContext& ctx);
+bool assign_precision(ir::Graph& g, const PassContext& ctx);
 
 struct PassReport {
   size_t nodes_before = 0, nodes_after = 0;

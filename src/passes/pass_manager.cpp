@@ -61,9 +61,9 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
   }
   // Precision is the user's choice, not an optimisation level's: it applies at every level, to
   // the nodes the fusions have left.
-  if (ctx.precision.any_int8()) {
+  if (ctx.precision.any_below_fp32()) {
     g.relink();
-    if (quantize_dynamic_int8(g, ctx)) report.applied.push_back("quantize_dynamic_int8");
+    if (assign_precision(g, ctx)) report.applied.push_back("assign_precision");
   }
   // Drop removed nodes so later stages see a compact list.
   g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) { return n.removed; }),

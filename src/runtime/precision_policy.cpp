@@ -15,10 +15,14 @@ bool parse_word(const std::string& word, Precision* p, std::string* error) {
     *p = Precision::kInt8;
     return true;
   }
-  if (word == "fp16" || word == "bf16")
-    *error = "--precision: " + word + " is not available yet (use fp32 or int8)";
+  if (word == "bf16") {
+    *p = Precision::kBf16;
+    return true;
+  }
+  if (word == "fp16")
+    *error = "--precision: fp16 is not available yet (use fp32, bf16 or int8)";
   else
-    *error = "--precision: unknown precision '" + word + "' (use fp32 or int8)";
+    *error = "--precision: unknown precision '" + word + "' (use fp32, bf16 or int8)";
   return false;
 }
 
@@ -34,6 +38,21 @@ const char* modality_name(Modality m) {
   return "?";
 }
 
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kInt8: return "int8";
+    case Precision::kBf16: return "bf16";
+  }
+  return "?";
+}
+
+bool PrecisionPolicy::any_below_fp32() const {
+  for (Precision p : by_modality)
+    if (p != Precision::kFp32) return true;
+  return false;
+}
+
 bool PrecisionPolicy::any_int8() const {
   for (Precision p : by_modality)
     if (p == Precision::kInt8) return true;
@@ -41,7 +60,7 @@ bool PrecisionPolicy::any_int8() const {
 }
 
 Status parse_precision(const std::string& spec, PrecisionPolicy* policy) {
-  if (spec.empty()) return Status::error("--precision: empty value (use int8, fp32 or MODALITY=PRECISION,...)");
+  if (spec.empty()) return Status::error("--precision: empty value (use int8, bf16, fp32 or MODALITY=PRECISION,...)");
   PrecisionPolicy out = *policy;
   std::string error;
   if (spec.find('=') == std::string::npos && spec.find(',') == std::string::npos) {

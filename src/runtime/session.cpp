@@ -8,6 +8,7 @@
 
 #include "core/one_line.h"
 #include "core/parallel.h"
+#include "kernels/cpu/bf16_gemm.h"
 #include "onnx/loader.h"
 #include "passes/pass.h"
 #include "runtime/node_kernel.h"
@@ -41,6 +42,7 @@ class SessionImpl final : public Session {
     ctx.opt_level = options.opt_level;
     ctx.evaluate = runtime::evaluate_node;
     ctx.precision = options.precision;
+    ctx.native_bf16 = kernels::Bf16Gemm::native();
     passes::optimize(model.graph, ctx);
     executor_ = std::make_unique<runtime::Executor>(std::move(model.graph), options.inter_op);
     if (options.profile || !options.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();

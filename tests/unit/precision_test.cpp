@@ -1,5 +1,5 @@
 // The precision policy: parsing --precision / --keep-fp32, modality analysis of graph inputs,
-// and which nodes quantize_dynamic_int8 marks.
+// and which nodes assign_precision marks.
 #include <gtest/gtest.h>
 
 #include "graph_builder.h"
@@ -28,6 +28,14 @@ TEST(PrecisionPolicy, ParsesShorthandAndLists) {
   EXPECT_TRUE(p.any_int8());
   ASSERT_TRUE(parse_precision("fp32", &p));
   EXPECT_FALSE(p.any_int8());
+  EXPECT_FALSE(p.any_below_fp32());
+  ASSERT_TRUE(parse_precision("vision=int8,text=bf16", &p));
+  EXPECT_EQ(p.of(Modality::kText), Precision::kBf16);
+  EXPECT_TRUE(p.any_below_fp32());
+  ASSERT_TRUE(parse_precision("bf16", &p));
+  EXPECT_FALSE(p.any_int8());
+  EXPECT_TRUE(p.any_below_fp32());
+  EXPECT_STREQ(precision_name(p.of(Modality::kAudio)), "bf16");
 }
 
 TEST(PrecisionPolicy, BadValuesGiveOneLineErrorsAndLeaveThePolicyAlone) {
@@ -39,7 +47,7 @@ TEST(PrecisionPolicy, BadValuesGiveOneLineErrorsAndLeaveThePolicyAlone) {
   } bad[] = {{"", "empty"},
              {"int4", "unknown precision 'int4'"},
              {"fp16", "fp16 is not available yet"},
-             {"vision=bf16", "bf16 is not available yet"},
+             {"vision=fp16", "fp16 is not available yet"},
              {"vision=", "expected MODALITY=PRECISION"},
              {"=int8", "expected MODALITY=PRECISION"},
              {"vision=int8,", "expected MODALITY=PRECISION"},
@@ -127,11 +135,12 @@ Tower add_tower(GraphBuilder& b, int x, int layers, const std::string& prefix, u
 
 bool int8(const ir::Graph& g, int node) { return g.nodes[node].attrs.get_string("precision", "") == "int8"; }
 
-bool run_pass(ir::Graph& g, const PrecisionPolicy& p) {
+bool run_pass(ir::Graph& g, const PrecisionPolicy& p, bool native_bf16 = true) {
   passes::PassContext ctx;
   ctx.precision = p;
+  ctx.native_bf16 = native_bf16;
   g.relink();
-  return passes::quantize_dynamic_int8(g, ctx);
+  return passes::assign_precision(g, ctx);
 }
 
 PrecisionPolicy policy(const char* spec) {
@@ -149,6 +158,22 @@ TEST(QuantizeDynamicInt8, KeepsFirstLastAndProjectionInFp32ByDefault) {
   EXPECT_FALSE(int8(b.g, t.layers[4]));
   EXPECT_FALSE(int8(b.g, t.projection));
   EXPECT_FALSE(run_pass(b.g, policy("vision=int8")));  // nothing left to change
+}
+
+TEST(AssignPrecision, Bf16PerModalityOnlyWhereTheCpuHasIt) {
+  auto tagged = [](const ir::Graph& g, int n) { return g.nodes[n].attrs.get_string("precision", ""); };
+  for (bool native : {true, false}) {
+    GraphBuilder b;
+    Tower v = add_tower(b, b.input("pixel_values", {1, 3, 8}), 4, "vision", 1);
+    int ids = b.input("input_ids", {1, 3}, DType::kInt64);
+    Tower t = add_tower(b, b.node("Gather", {b.random("table", {10, 8}, 7), ids}), 4, "text", 20);
+    EXPECT_EQ(run_pass(b.g, policy("vision=int8,text=bf16"), native), true);
+    EXPECT_EQ(tagged(b.g, v.layers[1]), "int8");
+    EXPECT_EQ(tagged(b.g, t.layers[0]), "");  // edges stay FP32 as for INT8
+    EXPECT_EQ(tagged(b.g, t.layers[1]), native ? "bf16" : "") << "native " << native;
+    EXPECT_EQ(tagged(b.g, t.layers[2]), native ? "bf16" : "");
+    EXPECT_EQ(tagged(b.g, t.projection), "");
+  }
 }
 
 TEST(QuantizeDynamicInt8, EdgesCanBeQuantizedToo) {

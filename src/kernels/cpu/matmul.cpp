@@ -2,7 +2,7 @@
 // inputs A, B, optional bias, optional Z of the output's shape). float32 runs
 // on oneDNN: constant 2-D weights are packed once (ConstWeightGemm), everything else goes through
 // sgemm, batched over broadcast batch dims. Other dtypes use a plain loop (float16 via float32).
-// A node marked `precision = "int8"` (passes/quantize_dynamic_int8.cpp) runs its constant
+// A node marked `precision = "int8"` (passes/assign_precision.cpp) runs its constant
 // weights in dynamic INT8 instead (Int8Gemm; `int8_activations = "per_tensor"` quantizes A as
 // one tensor rather than row by row).
 #include <memory>

@@ -1,5 +1,6 @@
 // Which packed GEMM a MatMul/Gemm node with constant weights gets: its `precision` attribute
-// decides between FP32 and dynamic INT8.
+// decides between FP32, BF16 and dynamic INT8.
+#include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/dense_gemm.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cpu/kernel.h"
@@ -15,8 +16,9 @@ std::unique_ptr<PackedGemm> make_packed_gemm(const KernelSpec& spec, const float
       fail("attribute 'int8_activations' must be per_token or per_tensor, got '" + granularity + "'");
     return std::make_unique<Int8Gemm>(w, K, N, w_transposed, alpha, bias, act, granularity == "per_tensor");
   }
+  if (precision == "bf16") return std::make_unique<Bf16Gemm>(w, K, N, w_transposed, alpha, bias, act);
   if (!precision.empty() && precision != "fp32" && precision != "int8")
-    fail("attribute 'precision' must be fp32 or int8, got '" + precision + "'");
+    fail("attribute 'precision' must be fp32, bf16 or int8, got '" + precision + "'");
   return std::make_unique<ConstWeightGemm>(w, K, N, w_transposed, alpha, bias, act);
 }
 

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
-"""Dynamic INT8 against FP32, both through `mminfer run`: cosine similarity of the embeddings,
-input by input, over an evaluation set of random and structured inputs.
+"""A lower precision (dynamic INT8 or BF16) against FP32, both through `mminfer run`: cosine
+similarity of the embeddings, input by input, over an evaluation set of random and structured
+inputs.
 
-  check_int8_accuracy.py --mminfer BIN --work DIR (--make clip_vision|clip_text | --model PATH --kind vision|text)
-                         [--batch 8] [--min-cosine 0.999] [--threads N] [--embeds NAME] [-- MMINFER FLAGS...]
+  check_precision_accuracy.py --mminfer BIN --work DIR (--make clip_vision|clip_text | --model PATH --kind vision|text)
+                              [--precision int8|bf16|SPEC] [--batch 8] [--min-cosine 0.999] [--threads N]
+                              [--embeds NAME] [-- MMINFER FLAGS...]
 
 --make exports a CLIP-shaped tower at reduced size (tools/reference_models.py: ViT 96x96 patch 16,
 width 256, 6 layers; text 32 tokens, width 256, 6 layers; torch's default random init, fixed seed)
 into DIR, unless DIR already holds it. --model uses an existing tower instead (e.g. models/clip-b32).
-The INT8 run gets `--precision int8` plus any flags after `--`. Prints every cosine and the
+The low-precision run gets `--precision P` (default int8) plus any flags after `--`. Prints every cosine and the
 minimum; exits 1 when any embedding falls below --min-cosine. --ort-int8 PATH also runs ONNX
 Runtime (tools/ort_run.js) on the model and on its MatMulInteger form (quantize_ort_dynamic.py)
 and reports that pair's cosines, for comparison only.
@@ -126,6 +128,7 @@ def main():
     src.add_argument("--make", choices=["clip_vision", "clip_text"])
     src.add_argument("--model")
     p.add_argument("--kind", choices=["vision", "text"])
+    p.add_argument("--precision", default="int8", help="mminfer --precision value for the run compared with FP32")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--min-cosine", type=float, default=0.999)
     p.add_argument("--threads", type=int, default=2)
@@ -162,13 +165,13 @@ def main():
         inputs = text_inputs(args.batch, tokens, vocab, rng)
     embeds = args.embeds or ("image_embeds" if kind == "vision" else "text_embeds")
 
-    with tempfile.TemporaryDirectory(prefix="mminfer-int8-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mminfer-precision-") as tmp:
         paths = {}
         for name, value in inputs.items():
             paths[name] = os.path.join(tmp, name + ".npy")
             np.save(paths[name], value)
         outs = {}
-        for label, flags in (("fp32", []), ("int8", ["--precision", "int8"] + extra)):
+        for label, flags in (("fp32", []), ("low", ["--precision", args.precision] + extra)):
             out_dir = os.path.join(tmp, label)
             cmd = [args.mminfer, "run", model, "--output-dir", out_dir, "--threads", str(args.threads)] + flags
             for name, path in paths.items():
@@ -184,10 +187,11 @@ def main():
                 run_tool(cmd, f"ort_run.js ({label})")
                 outs[label] = {embeds: load_output(out_dir, embeds)}
 
-    cos = cosines(outs["int8"][embeds], outs["fp32"][embeds])
-    hidden = cosines(outs["int8"]["last_hidden_state"], outs["fp32"]["last_hidden_state"])
+    cos = cosines(outs["low"][embeds], outs["fp32"][embeds])
+    hidden = cosines(outs["low"]["last_hidden_state"], outs["fp32"]["last_hidden_state"])
     name = args.make or model
-    print(f"{name}: INT8 vs FP32 cosine of {embeds}, {len(cos)} inputs (flags: --precision int8 {' '.join(extra)}):")
+    print(f"{name}: {args.precision} vs FP32 cosine of {embeds}, {len(cos)} inputs "
+          f"(flags: --precision {args.precision} {' '.join(extra)}):")
     print("  " + " ".join(f"{c:.6f}" for c in cos))
     print(f"  min {cos.min():.6f}, mean {cos.mean():.6f}; last_hidden_state min {hidden.min():.6f}")
     if args.ort_int8:

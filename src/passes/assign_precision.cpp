@@ -1,12 +1,13 @@
 // Marks MatMul / FusedMatMul / Gemm nodes with constant float32 weights to run in dynamic INT8
-// (attribute precision = "int8", read by the kernels; int8_activations = "per_tensor" when the
-// policy asks) as the session's PrecisionPolicy chooses:
+// or BF16 (attribute precision = "int8" / "bf16", read by the kernels; int8_activations =
+// "per_tensor" when the policy asks) as the session's PrecisionPolicy chooses:
 //  - by modality (ir/modality.h); nodes where modalities have joined stay FP32;
 //  - never a node whose name matches keep_fp32;
 //  - with keep_edges_fp32, never a projection (a quantizable node after which no quantizable
 //    node of its modality follows: the embedding projections, the alignment layers feeding a
 //    joint part), nor the first and the last other quantizable node of each modality in
-//    topological order, where quantization error enters first and is felt most.
+//    topological order, where quantization error enters first and is felt most;
+//  - BF16 only where the CPU multiplies bfloat16 natively: emulated, it is slower than FP32.
 #include <regex>
 
 #include "ir/modality.h"
@@ -50,9 +51,9 @@ bool quantizable(const ir::Graph& g, const ir::Node& n) {
 
 }  // namespace
 
-bool quantize_dynamic_int8(ir::Graph& g, const PassContext& ctx) {
+bool assign_precision(ir::Graph& g, const PassContext& ctx) {
   const PrecisionPolicy& policy = ctx.precision;
-  if (!policy.any_int8()) return false;
+  if (!policy.any_below_fp32()) return false;
   std::vector<int> order = g.topological_order();
   std::vector<ir::ModalitySet> modalities = ir::node_modalities(g);
   // Each candidate's class: its single modality (kOther when no recognised input reaches it).
@@ -98,11 +99,12 @@ bool quantize_dynamic_int8(ir::Graph& g, const PassContext& ctx) {
   for (int n : order) {
     if (!cls[n] || keep[n]) continue;
     ir::Node& node = g.nodes[n];
-    if (policy.of(*ir::single_modality(cls[n])) != Precision::kInt8) continue;
+    Precision want = policy.of(*ir::single_modality(cls[n]));
+    if (want == Precision::kFp32 || (want == Precision::kBf16 && !ctx.native_bf16)) continue;
     if (keep_re && std::regex_search(g.label(node), *keep_re)) continue;
-    if (node.attrs.get_string("precision", "") == "int8") continue;
-    node.attrs.set("precision", std::string("int8"));
-    if (policy.int8_per_tensor) node.attrs.set("int8_activations", std::string("per_tensor"));
+    if (node.attrs.get_string("precision", "") == precision_name(want)) continue;
+    node.attrs.set("precision", std::string(precision_name(want)));
+    if (want == Precision::kInt8 && policy.int8_per_tensor) node.attrs.set("int8_activations", std::string("per_tensor"));
     changed = true;
   }
   return changed;
