@@ -9,6 +9,7 @@
 #include "cli/tensor_inputs.h"
 #include "core/npy.h"
 #include "core/parallel.h"
+#include "core/weight_memory.h"
 #include "mminfer/session.h"
 #include "runtime/profiler.h"
 
@@ -123,7 +124,9 @@ int cmd_bench(int argc, char** argv) {
   }
   double median = percentile(ms, 0.5), p90 = percentile(ms, 0.9), mn = *std::min_element(ms.begin(), ms.end());
   std::printf("model: %s\nthreads: %d, runs: %d, warmup: %d\n", args.positional()[0].c_str(), num_threads(), runs, warmup);
-  std::printf("median %.3f ms, p90 %.3f ms, min %.3f ms, peak RSS %.1f MiB\n", median, p90, mn, peak_rss_mb());
+  double weight_mb = static_cast<double>(weight_memory_in_use()) / (1 << 20);
+  std::printf("median %.3f ms, p90 %.3f ms, min %.3f ms, peak RSS %.1f MiB, packed weights %.1f MiB\n", median, p90, mn,
+              peak_rss_mb(), weight_mb);
   std::vector<OpTime> ops = session->op_times();
   double op_total = 0;
   for (const OpTime& o : ops) op_total += o.total_ms;
@@ -139,8 +142,8 @@ int cmd_bench(int argc, char** argv) {
       op_json += (op_json.empty() ? "" : ", ") + ("\"" + runtime::json_escape(o.op_type) + "\": ") + buf;
     }
     std::printf("{\"median_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"runs\": %d, \"threads\": %d, \"peak_rss_mb\": %.1f, "
-                "\"op_ms\": {%s}}\n",
-                median, p90, mn, runs, num_threads(), peak_rss_mb(), op_json.c_str());
+                "\"weight_bytes\": %zu, \"op_ms\": {%s}}\n",
+                median, p90, mn, runs, num_threads(), peak_rss_mb(), weight_memory_in_use(), op_json.c_str());
   }
   return 0;
 }

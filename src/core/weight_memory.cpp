@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <new>
@@ -40,7 +41,14 @@ class Chunk {
   char* base_ = nullptr;
 };
 
+std::atomic<size_t> g_in_use{0};
 std::mutex g_mu;
+
+// The block's pointer, keeping its chunk mapped and counting its bytes while it lives.
+std::shared_ptr<void> hand_out(std::shared_ptr<Chunk> chunk, void* p, size_t bytes) {
+  g_in_use += bytes;
+  return std::shared_ptr<void>(p, [chunk = std::move(chunk), bytes](void*) { g_in_use -= bytes; });
+}
 std::weak_ptr<Chunk> g_current;  // the chunk small weights are carved from
 size_t g_used = 0;
 
@@ -50,7 +58,8 @@ std::shared_ptr<void> allocate_weight_memory(size_t bytes) {
   bytes = round_up(bytes == 0 ? 1 : bytes, kAlign);
   if (bytes > kChunk / 4) {
     auto chunk = std::make_shared<Chunk>(bytes);
-    return std::shared_ptr<void>(chunk, chunk->base());
+    void* p = chunk->base();
+    return hand_out(std::move(chunk), p, bytes);
   }
   std::lock_guard<std::mutex> lock(g_mu);
   std::shared_ptr<Chunk> chunk = g_current.lock();
@@ -61,7 +70,9 @@ std::shared_ptr<void> allocate_weight_memory(size_t bytes) {
   }
   void* p = chunk->base() + g_used;
   g_used += bytes;
-  return std::shared_ptr<void>(chunk, p);
+  return hand_out(std::move(chunk), p, bytes);
 }
+
+size_t weight_memory_in_use() { return g_in_use.load(); }
 
 }  // namespace mminfer

@@ -13,4 +13,8 @@ namespace mminfer {
 // `bytes` of 64-byte-aligned memory, held until the last copy of the pointer is gone.
 std::shared_ptr<void> allocate_weight_memory(size_t bytes);
 
+// Bytes handed out by allocate_weight_memory and not yet released: the packed weights the
+// process holds (what `bench --json` reports as weight_bytes).
+size_t weight_memory_in_use();
+
 }  // namespace mminfer

@@ -1,6 +1,7 @@
 // Weight memory (huge-page chunks) and the packed GEMM that lives in it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -30,7 +31,12 @@ TEST(WeightMemory, AllocationsAreAlignedDisjointAndWritable) {
     auto* bytes = static_cast<unsigned char*>(held[i].get());
     for (size_t k = 0; k < sizes[i]; k += 97) ASSERT_EQ(bytes[k], static_cast<unsigned char>(i)) << "block " << i;
   }
+  size_t total = 0;
+  for (size_t n : sizes) total += (std::max<size_t>(n, 1) + 63) / 64 * 64;
+  EXPECT_GE(weight_memory_in_use(), total);
+  size_t before = weight_memory_in_use();
   held.clear();  // chunks unmap with their last block; allocating again still works
+  EXPECT_EQ(weight_memory_in_use(), before - total);
   auto again = allocate_weight_memory(128);
   static_cast<char*>(again.get())[127] = 1;
 }

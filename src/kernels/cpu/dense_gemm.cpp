@@ -26,19 +26,34 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
 ConstWeightGemm::ConstWeightGemm(const float* w, int64_t K, int64_t N, bool w_transposed, float alpha,
                                  const float* bias, Activation act)
     : K_(K), N_(N), act_(act) {
-  w_copy_.assign(w, w + K * N);
-  if (alpha != 1.f)
-    for (float& v : w_copy_) v *= alpha;
+  std::vector<float> scaled;  // alpha != 1: packed from a scaled copy; otherwise straight from `w`
+  if (alpha != 1.f) {
+    scaled.assign(w, w + K * N);
+    for (float& v : scaled) v *= alpha;
+    w = scaled.data();
+  }
   // Logical K x N; a transposed source is the same matrix with swapped strides.
   dnnl::memory::dims strides = w_transposed ? dnnl::memory::dims{1, K} : dnnl::memory::dims{N, 1};
   dnnl::memory::desc md({K, N}, dt::f32, strides);
-  plain_weights_ = dnnl::memory(md, dnnl_engine(), w_copy_.data());
+  dnnl::memory plain(md, dnnl_engine(), const_cast<float*>(w));
   if (bias) {
     bias_.assign(bias, bias + N);
     bias_mem_ = dnnl::memory({{1, N}, dt::f32, tag::ab}, dnnl_engine(), bias_.data());
   }
   dnnl::post_ops probe;
   fused_act_ = append_activation(probe, act_);
+  // Pack now, in the layout oneDNN picks for a typical row count, so that neither `w` nor a
+  // copy of it is needed later: other row counts repack from this packing if they differ.
+  if (K_ > 0 && N_ > 0) {
+    try {
+      dnnl::memory::desc a_md({kTypicalRows, K_}, dt::f32, tag::ab), w_any({K_, N_}, dt::f32, tag::any);
+      dnnl::memory::desc y_md({kTypicalRows, N_}, dt::f32, tag::ab);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_any, y_md), dnnl_engine());
+      packed_.get(plain, pd.weights_desc());
+    } catch (const dnnl::error& e) {
+      fail_dnnl("matmul primitive", e);
+    }
+  }
 }
 
 ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M, bool sum) {
@@ -59,10 +74,7 @@ ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M, bool sum) {
     dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
     Plan plan;
     plan.prim = dnnl::matmul(pd);
-    plan.weights = packed_.get(plain_weights_, pd.weights_desc());
-    // Later layouts (another M may prefer one) are packed from the first: drop the plain copy.
-    plain_weights_ = dnnl::memory();
-    std::vector<float>().swap(w_copy_);
+    plan.weights = packed_.get(dnnl::memory(), pd.weights_desc());  // from the first packing
     return plans_.emplace(std::make_pair(M, sum), std::move(plan)).first->second;
   } catch (const dnnl::error& e) {
     fail_dnnl("matmul primitive", e);

@@ -26,8 +26,9 @@ class PackedGemm {
   virtual int64_t N() const = 0;
 };
 
-// FP32: W is reordered once into the layout oneDNN prefers, and a matmul primitive (bias,
-// residual sum and activation fused) is kept per M.
+// FP32: W is reordered once, at construction, into the layout oneDNN prefers (and again from
+// that packing if another M prefers another); a matmul primitive (bias, residual sum and
+// activation fused) is kept per M.
 class ConstWeightGemm final : public PackedGemm {
  public:
   // `w` is K x N row-major, or N x K when `w_transposed`; it is copied, scaled by `alpha`.
@@ -44,12 +45,12 @@ class ConstWeightGemm final : public PackedGemm {
     dnnl::memory weights;  // in the primitive's layout
   };
   Plan& plan_for(int64_t M, bool sum);
+  static constexpr int64_t kTypicalRows = 64;  // the row count the first packing is chosen for
 
   int64_t K_, N_;
   Activation act_;
   bool fused_act_ = true;
-  dnnl::memory plain_weights_;  // K x N (strides express the transposed source); freed once packed
-  std::vector<float> w_copy_, bias_;
+  std::vector<float> bias_;
   dnnl::memory bias_mem_;
   std::map<std::pair<int64_t, bool>, Plan> plans_;
   PackedWeightCache packed_;
