@@ -41,6 +41,13 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& p
       c.session.threads = static_cast<int>(integer(v, path, "threads", 0, 1024));
     } else if (key == "opt_level") {
       c.session.opt_level = static_cast<int>(integer(v, path, "opt_level", 0, 2));
+    } else if (key == "precision") {
+      if (!v.is_string()) throw Error(path + ": precision must be a string such as \"int8\" or \"vision=int8,text=bf16\"");
+      c.precision = v.get<std::string>();
+      if (Status st = parse_precision(c.precision, &c.session.precision); !st) throw Error(path + ": " + st.message());
+    } else if (key == "keep_fp32") {
+      if (!v.is_string()) throw Error(path + ": keep_fp32 must be a string (a regular expression over node names)");
+      if (Status st = set_keep_fp32(v.get<std::string>(), &c.session.precision); !st) throw Error(path + ": " + st.message());
     } else {
       throw Error(path + ": unknown key '" + key + "'");
     }
@@ -63,7 +70,9 @@ nlohmann::json ModelConfig::to_json() const {
           {"latency_target_ms", batching.latency_target_ms},
           {"cache", cache},
           {"threads", session.threads},
-          {"opt_level", session.opt_level}};
+          {"opt_level", session.opt_level},
+          {"precision", precision},
+          {"keep_fp32", session.precision.keep_fp32}};
 }
 
 }  // namespace mminfer::serve

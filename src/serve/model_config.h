@@ -2,7 +2,9 @@
 //
 //   {"max_batch_size": 8, "max_queue_delay_us": 2000, "preferred_batch_size": [4, 8],
 //    "queue_capacity": 256, "latency_target_ms": 50, "cache": true, "threads": 0,
-//    "opt_level": 2}
+//    "opt_level": 2, "precision": "vision=int8,text=bf16", "keep_fp32": "proj"}
+//
+// precision and keep_fp32 take the values of mminfer's --precision and --keep-fp32.
 //
 // Every key is optional; unknown keys are refused so a typo does not pass silently.
 #pragma once
@@ -19,6 +21,7 @@ struct ModelConfig {
   BatchPolicy batching;
   bool cache = true;  // results and features of this model go through the server's cache
   SessionOptions session;
+  std::string precision = "fp32";  // as written, for to_json (session.precision holds it parsed)
 
   // Throws Error "<path>: <key> ..." naming the bad key.
   static ModelConfig from_json(const nlohmann::json& j, const std::string& path);

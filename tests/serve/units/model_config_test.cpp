@@ -1,0 +1,62 @@
+#include "serve/model_config.h"
+
+#include <gtest/gtest.h>
+
+namespace mminfer::serve {
+namespace {
+
+TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
+  auto j = nlohmann::json::parse(R"({"max_batch_size": 16, "max_queue_delay_us": 5000, "preferred_batch_size": [8, 16],
+    "queue_capacity": 64, "latency_target_ms": 40, "cache": false, "threads": 2, "opt_level": 1,
+    "precision": "vision=int8,text=bf16", "keep_fp32": "proj"})");
+  ModelConfig c = ModelConfig::from_json(j, "m/config.json");
+  EXPECT_EQ(c.batching.max_batch_size, 16);
+  EXPECT_EQ(c.batching.max_queue_delay.count(), 5000);
+  EXPECT_EQ(c.batching.capacity, 64u);
+  EXPECT_FALSE(c.cache);
+  EXPECT_EQ(c.session.threads, 2);
+  EXPECT_EQ(c.session.opt_level, 1);
+  EXPECT_EQ(c.session.precision.of(Modality::kVision), Precision::kInt8);
+  EXPECT_EQ(c.session.precision.of(Modality::kText), Precision::kBf16);
+  EXPECT_EQ(c.session.precision.of(Modality::kAudio), Precision::kFp32);
+  EXPECT_EQ(c.session.precision.keep_fp32, "proj");
+  ModelConfig again = ModelConfig::from_json(c.to_json(), "again");
+  EXPECT_EQ(again.to_json(), c.to_json());
+  EXPECT_EQ(again.session.precision.of(Modality::kText), Precision::kBf16);
+}
+
+TEST(ModelConfig, DefaultsAreFp32AndEmptyObjectsAreFine) {
+  ModelConfig c = ModelConfig::from_json(nlohmann::json::object(), "m/config.json");
+  EXPECT_FALSE(c.session.precision.any_below_fp32());
+  EXPECT_EQ(c.to_json()["precision"], "fp32");
+}
+
+TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
+  struct Bad {
+    const char* json;
+    const char* says;
+  } bad[] = {{R"({"precision": "fp16"})", "fp16 is not available yet"},
+             {R"({"precision": "face=int8"})", "unknown modality 'face'"},
+             {R"({"precision": 8})", "precision must be a string"},
+             {R"({"keep_fp32": "proj("})", "--keep-fp32: bad regular expression"},
+             {R"({"keep_fp32": true})", "keep_fp32 must be a string"},
+             {R"({"max_batch_size": 0})", "max_batch_size must be between 1 and 1024"},
+             {R"({"max_batch_size": 4, "preferred_batch_size": [8]})", "preferred_batch_size 8 is above max_batch_size"},
+             {R"({"opt_level": 3})", "opt_level must be between 0 and 2"},
+             {R"({"precison": "int8"})", "unknown key 'precison'"},
+             {R"([1, 2])", "expected a JSON object"}};
+  for (const Bad& b : bad) {
+    try {
+      ModelConfig::from_json(nlohmann::json::parse(b.json), "m/config.json");
+      ADD_FAILURE() << b.json << " was accepted";
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      EXPECT_EQ(msg.rfind("m/config.json: ", 0), 0u) << msg;
+      EXPECT_NE(msg.find(b.says), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mminfer::serve
