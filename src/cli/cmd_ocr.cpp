@@ -34,7 +34,8 @@ std::string line_json(const ocr::OcrLine& l) {
 }  // namespace
 
 int cmd_ocr(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--threads", "--pipeline", "--models", "--max-side", "--unclip"}, {"--help", "--json", "--no-cls"});
+  Args args(argc, argv, 2, with_precision_flags({"--threads", "--pipeline", "--models", "--max-side", "--unclip"}),
+            {"--help", "--json", "--no-cls"});
   if (args.has("--help") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer ocr IMAGE... [--json] [--threads N] [--pipeline DIR] [--max-side N] [--unclip R] [--no-cls]\n"
@@ -43,12 +44,15 @@ int cmd_ocr(int argc, char** argv) {
         "  --pipeline (or --models): an ocr pipeline folder, with a pipeline.json or the PP-OCRv4\n"
         "    det/cls/rec models and ppocr_keys_v1.txt by their names (default models/ppocr)\n"
         "  --max-side: the detector's longer input side (960); --unclip: how far boxes grow (2.0);\n"
-        "    both override the folder's pipeline.json\n",
+        "    both override the folder's pipeline.json\n"
+        "  --precision SPEC / --keep-fp32 REGEX: as for mminfer run (PP-OCR's inputs count as 'other')\n",
         stderr);
+    if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = args.get_int("--threads", 0);
+  session.precision = precision_flags(args);
   if (args.has("--pipeline") && args.has("--models")) throw Error("give --pipeline or --models (the same thing), not both");
   std::string dir = args.get("--pipeline", args.get("--models", "models/ppocr"));
   pipelines::Manifest manifest = ocr::ocr_manifest(dir);
