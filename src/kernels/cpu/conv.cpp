@@ -42,7 +42,9 @@ class ConvKernel : public Kernel {
     channels_last_ = fused && spec.a().get_int("channels_last", 0) != 0;
     const Tensor* w = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
     if (w && w->dtype() == DType::kFloat32) const_w_ = w;
-    if (const_w_ && is_patch_conv(spec)) {
+    // Patches of one pixel are pointwise convs, which oneDNN runs well (and channels-last
+    // chains of them without reorders); the patch path is for real windows on NCHW input.
+    if (const_w_ && !channels_last_ && is_patch_conv(spec) && const_w_->shape()[2] * const_w_->shape()[3] > 1) {
       const Tensor* b = spec.constant_inputs.size() > 2 ? spec.constant_inputs[2] : nullptr;
       patch_ = std::make_unique<PatchConv>(spec, *const_w_, b ? b->data<float>() : nullptr, act_);
     }
@@ -71,7 +73,7 @@ class ConvKernel : public Kernel {
     ConvGeometry g = geometry(x.shape(), w.shape());
     if (y.numel() == 0) return;
     if (patch_ && x.dtype() == DType::kFloat32 && w.raw() == const_w_->raw() && PatchConv::applies(g)) {
-      patch_->run(g, x.data<float>(), channels_last_, z ? z->data<float>() : nullptr, y.data<float>());
+      patch_->run(g, x.data<float>(), z ? z->data<float>() : nullptr, y.data<float>());
       return;
     }
     if (x.dtype() == DType::kFloat32) {

@@ -20,7 +20,7 @@ PatchConv::PatchConv(const KernelSpec& spec, const Tensor& w, const float* bias,
   gemm_ = make_packed_gemm(spec, w.data<float>(), K, s[0], true, 1.f, bias, act);
 }
 
-void PatchConv::run(const ConvGeometry& g, const float* x, bool channels_last, const float* z, float* y) {
+void PatchConv::run(const ConvGeometry& g, const float* x, const float* z, float* y) {
   const int64_t C = g.C, H = g.in[0], W = g.in[1], kh = g.kernel[0], kw = g.kernel[1];
   const int64_t oh = g.out[0], ow = g.out[1], OC = g.OC, P = oh * ow, M = g.N * P, K = C * kh * kw;
   std::lock_guard<std::mutex> lock(mu_);
@@ -34,20 +34,11 @@ void PatchConv::run(const ConvGeometry& g, const float* x, bool channels_last, c
       for (int64_t c = 0; c < C; ++c)
         for (int64_t ky = 0; ky < kh; ++ky) {
           int64_t iy = py * kh + ky;
-          float* dst = row + (c * kh + ky) * kw;
-          if (!channels_last) {
-            std::memcpy(dst, x + ((n * C + c) * H + iy) * W + px * kw, static_cast<size_t>(kw) * sizeof(float));
-          } else {
-            const float* src = x + ((n * H + iy) * W + px * kw) * C + c;
-            for (int64_t kx = 0; kx < kw; ++kx) dst[kx] = src[kx * C];
-          }
+          std::memcpy(row + (c * kh + ky) * kw, x + ((n * C + c) * H + iy) * W + px * kw,
+                      static_cast<size_t>(kw) * sizeof(float));
         }
     }
   });
-  if (channels_last) {  // GEMM rows are already [N, oh, ow, OC]
-    gemm_->run(patches, M, y, z);
-    return;
-  }
   // Rows come out [N, P, OC]; the output wants [N, OC, P].
   if (rows_.size() < static_cast<size_t>(M * OC)) rows_.resize(static_cast<size_t>(M * OC));
   float* rows = rows_.data();

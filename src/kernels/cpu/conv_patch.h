@@ -1,5 +1,6 @@
-// Convolutions whose windows tile the input without overlap: kernel == stride, no padding,
-// dilation 1, one group, 2-D. These are the patch embeddings of ViT/CLIP-style models. Each
+// Convolutions whose windows tile the input without overlap: kernel == stride (more than one
+// pixel), no padding, dilation 1, one group, 2-D, NCHW. These are the patch embeddings of
+// ViT/CLIP-style models. Each
 // output pixel is one patch, so the convolution is a reshuffle of the input into rows followed
 // by one GEMM on packed weights; oneDNN's direct convolution instead pads the 3 input channels
 // to a 16-wide block and reorders both ends.
@@ -22,9 +23,8 @@ class PatchConv {
   // `precision` attribute picks the packed GEMM, as for MatMul.
   PatchConv(const KernelSpec& spec, const Tensor& w, const float* bias, const Activation& act);
 
-  // x, z (residual, may be null) and y as stored: [N, C, H, W] / [N, OC, oh, ow], or
-  // [N, H, W, C] / [N, oh, ow, OC] when `channels_last`.
-  void run(const ConvGeometry& g, const float* x, bool channels_last, const float* z, float* y);
+  // x [N, C, H, W]; z (residual, may be null) and y [N, OC, oh, ow].
+  void run(const ConvGeometry& g, const float* x, const float* z, float* y);
 
  private:
   std::unique_ptr<PackedGemm> gemm_;
