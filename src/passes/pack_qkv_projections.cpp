@@ -125,8 +125,13 @@ bool pack_qkv_projections(ir::Graph& g, const PassContext&) {
     int x = g.nodes[proj[0].matmul].inputs[0];
     int64_t k = proj[0].w->dim(0), total = 0;
     bool same = true;
+    // One GEMM runs in one precision: the three must agree (an INT8 model's marking survives).
+    std::string precision = g.nodes[proj[0].matmul].attrs.get_string("precision", "");
+    std::string granularity = g.nodes[proj[0].matmul].attrs.get_string("int8_activations", "");
     for (const Projection& p : proj) {
-      same = same && g.nodes[p.matmul].inputs[0] == x && p.w->dim(0) == k;
+      const ir::Node& m = g.nodes[p.matmul];
+      same = same && m.inputs[0] == x && p.w->dim(0) == k && m.attrs.get_string("precision", "") == precision &&
+             m.attrs.get_string("int8_activations", "") == granularity;
       total += p.w->dim(1);
     }
     if (!same) continue;
@@ -163,6 +168,8 @@ bool pack_qkv_projections(ir::Graph& g, const PassContext&) {
       gemm.inputs.push_back(bv);
     }
     gemm.attrs.set("activation", std::string());
+    if (!precision.empty()) gemm.attrs.set("precision", precision);
+    if (!granularity.empty()) gemm.attrs.set("int8_activations", granularity);
     int packed = g.add_value(fresh_name(g, base + "/qkv_out"));
     g.values[packed].dtype = DType::kFloat32;
     gemm.outputs = {packed};
