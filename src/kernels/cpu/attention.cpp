@@ -53,6 +53,8 @@ void softmax_row(float* s, const float* mask, int64_t sk, int64_t visible, float
   for (int64_t j = 0; j < sk; ++j) s[j] *= inv;
 }
 
+}  // namespace
+
 int64_t visible_keys(const Problem& p, int64_t i) {
   if (!p.causal) return p.sk;
   int64_t v = i + (p.sk - p.sq) + 1;
@@ -60,8 +62,6 @@ int64_t visible_keys(const Problem& p, int64_t i) {
 }
 
 const float* mask_row(const Problem& p, int64_t i) { return p.mask ? p.mask + i * p.mask_row_stride : nullptr; }
-
-}  // namespace
 
 void run_reference(const Problem& p) {
   std::vector<float> s(static_cast<size_t>(p.sk));

@@ -34,6 +34,9 @@ struct BlockKeys {
 BlockKeys block_keys(const Problem& p, int64_t i0, int rows);
 // Raw scores of those rows (kBlockRows rows of p.sk in `s`) -> probabilities, in place.
 void softmax_rows(const Problem& p, int64_t i0, int rows, float* s);
+// Keys query row i may see (all but the causal cut), and its additive mask row (or null).
+int64_t visible_keys(const Problem& p, int64_t i);
+const float* mask_row(const Problem& p, int64_t i);
 
 // Calls block.template operator()<R>(i0) for the query rows in tiles of kBlockRows, then the
 // remainder, so each ISA variant's tile sizes stay compile-time constants.

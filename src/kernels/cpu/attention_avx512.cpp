@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/vector_math_avx512.h"
 
 namespace mminfer::kernels::attention {
 
@@ -64,11 +65,52 @@ void values_tile(const Problem& p, int64_t i0, int64_t keys, const float* s) {
   }
 }
 
+__mmask16 lanes(int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1); }
+
+// One row of raw scores -> probabilities with 512-bit masked loads and stores (AVX2's masked
+// moves are slow on some CPUs, and every row of 50 keys ends in one). Rows with a NaN or with
+// no finite logit take the shared softmax_rows, which defines those cases.
+void softmax_row(const Problem& p, int64_t i, float* s) {
+  const int64_t visible = visible_keys(p, i);
+  const float* mask = mask_row(p, i);
+  const __m512 scale = _mm512_set1_ps(p.scale);
+  auto logits = [&](int64_t j, __mmask16 m) {
+    __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), scale);
+    return mask ? _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, mask + j)) : x;
+  };
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  __mmask16 nan = 0;
+  for (int64_t j = 0; j < visible; j += 16) {
+    __mmask16 m = lanes(visible - j);
+    __m512 x = logits(j, m);
+    nan |= _mm512_mask_cmp_ps_mask(m, x, x, _CMP_UNORD_Q);
+    vmax = _mm512_mask_max_ps(vmax, m, vmax, x);
+  }
+  float mx = _mm512_reduce_max_ps(vmax);
+  if (nan || !(mx > -INFINITY && mx < INFINITY)) {
+    softmax_rows(p, i, 1, s);
+    return;
+  }
+  const __m512 vm = _mm512_set1_ps(mx);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < p.sk; j += 16) {
+    __mmask16 all = lanes(p.sk - j), m = lanes(visible - j);
+    __m512 e = _mm512_maskz_mov_ps(m, vmath::exp_avx512(_mm512_sub_ps(logits(j, m), vm)));
+    sum = _mm512_add_ps(sum, e);
+    _mm512_mask_storeu_ps(s + j, all, e);  // hidden keys get 0
+  }
+  const __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(sum));
+  for (int64_t j = 0; j < visible; j += 16) {
+    __mmask16 m = lanes(visible - j);
+    _mm512_mask_storeu_ps(s + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), inv));
+  }
+}
+
 template <int R>
 void block(const Problem& p, int64_t i0, float* s) {
   BlockKeys k = block_keys(p, i0, R);
   scores_tile<R>(p, i0, k.seen, s);
-  softmax_rows(p, i0, R, s);
+  for (int r = 0; r < R; ++r) softmax_row(p, i0 + r, s + r * p.sk);
   values_tile<R>(p, i0, k.used, s);
 }
 
