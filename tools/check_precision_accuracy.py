@@ -66,6 +66,17 @@ def make_model(kind, path):
                                             "text_embeds": batch})
 
 
+def ensure_model(make, work):
+    """The reduced tower `make` in WORK, exported unless an up-to-date copy is there."""
+    model = os.path.join(work, make + ".onnx")
+    stamp_path = model + ".stamp"
+    if not (os.path.isfile(model) and os.path.isfile(stamp_path) and open(stamp_path).read() == stamp()):
+        make_model(make, model)
+        with open(stamp_path, "w") as f:
+            f.write(stamp())
+    return model
+
+
 def image_inputs(batch, hw, rng):
     """Half plain normal noise at a few scales, half smooth picture-like images (gradients, blobs,
     stripes and a flat one) normalised the way CLIP's preprocessing does."""
@@ -140,12 +151,7 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     if args.make:
         kind = "vision" if args.make == "clip_vision" else "text"
-        model = os.path.join(args.work, args.make + ".onnx")
-        stamp_path = model + ".stamp"
-        if not (os.path.isfile(model) and os.path.isfile(stamp_path) and open(stamp_path).read() == stamp()):
-            make_model(args.make, model)
-            with open(stamp_path, "w") as f:
-                f.write(stamp())
+        model = ensure_model(args.make, args.work)
     else:
         if not args.kind:
             p.error("--model needs --kind vision|text")

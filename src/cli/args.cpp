@@ -8,7 +8,9 @@ Args::Args(int argc, char** argv, int first, const std::set<std::string>& value_
            const std::set<std::string>& bool_flags) {
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--", 0) == 0 && a.size() > 2) {
+    // Long options, and a short one ("-o") where a command registers it.
+    bool short_flag = a.size() == 2 && a[0] == '-' && (value_flags.count(a) || bool_flags.count(a));
+    if ((a.rfind("--", 0) == 0 && a.size() > 2) || short_flag) {
       std::string name = a, value;
       bool inline_value = false;
       size_t eq = a.find('=');

@@ -15,6 +15,7 @@ void usage() {
       "  inspect MODEL                    inputs, outputs, opsets, op histogram, parameters\n"
       "  run MODEL --input NAME=F.npy ... run once, write outputs as .npy\n"
       "  bench MODEL [--shape NAME=1x3x224x224 | --input NAME=F.npy]...  time repeated runs\n"
+      "  optimize IN.onnx -o OUT.onnx [--precision SPEC] [--min-cosine X]  write INT8 layers as standard ONNX\n"
       "  onnx-test DIR...                 run ONNX backend test cases\n"
       "  ocr IMAGE...                     text lines of images (PP-OCRv4)\n"
       "  embed --pipeline DIR (--image F | --text S | --audio F)...  normalized embeddings\n"
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     if (cmd == "embed") return mminfer::cli::cmd_embed(argc, argv);
     if (cmd == "classify") return mminfer::cli::cmd_classify(argc, argv);
     if (cmd == "loadgen") return mminfer::cli::cmd_loadgen(argc, argv);
+    if (cmd == "optimize") return mminfer::cli::cmd_optimize(argc, argv);
   } catch (const mminfer::Error& e) {
     std::fprintf(stderr, "mminfer %s: error: %s\n", cmd.c_str(), e.what());
     return 1;

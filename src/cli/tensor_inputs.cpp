@@ -1,6 +1,8 @@
 #include "cli/tensor_inputs.h"
 
+#include "cli/args.h"
 #include "core/half.h"
+#include "core/npy.h"
 #include "mminfer/status.h"
 
 namespace mminfer::cli {
@@ -43,6 +45,56 @@ Tensor random_tensor(DType dtype, const Shape& shape, const IntRange& range, std
     default: throw Error(std::string("cannot make random inputs of dtype ") + dtype_name(dtype));
   }
   return t;
+}
+
+std::vector<NamedTensor> model_inputs(const Args& args, const Session& session) {
+  std::map<std::string, Tensor> given;
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, IntRange> ranges;
+  for (auto& s : args.all("--input")) {
+    auto [n, p] = split_assignment(s, "--input");
+    given[n] = read_npy(p);
+  }
+  for (auto& s : args.all("--shape")) {
+    auto [n, v] = split_assignment(s, "--shape");
+    shapes[n] = parse_shape(v, "--shape " + n);
+  }
+  for (auto& s : args.all("--int-range")) {
+    auto [n, v] = split_assignment(s, "--int-range");
+    size_t colon = v.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument("");
+      ranges[n] = IntRange{std::stoll(v.substr(0, colon)), std::stoll(v.substr(colon + 1))};
+    } catch (const std::logic_error&) {
+      throw Error("--int-range expects NAME=LO:HI, got '" + s + "'");
+    }
+    if (ranges[n].hi <= ranges[n].lo) throw Error("--int-range " + n + ": HI must be above LO");
+  }
+  std::mt19937_64 rng(1234);
+  std::vector<NamedTensor> inputs;
+  for (const ValueInfo& info : session.inputs()) {
+    if (given.count(info.name)) {
+      inputs.emplace_back(info.name, given[info.name]);
+      continue;
+    }
+    Shape shape;
+    if (shapes.count(info.name)) {
+      shape = shapes[info.name];
+    } else {
+      bool fixed = info.has_shape;
+      for (int64_t d : info.dims) fixed = fixed && d >= 0;
+      if (!fixed) throw Error("input '" + info.name + "' has a symbolic shape; give it with --shape " + info.name + "=AxB...");
+      shape = info.dims;
+    }
+    DType dt = info.dtype == DType::kUndefined ? DType::kFloat32 : info.dtype;
+    inputs.emplace_back(info.name, random_tensor(dt, shape, ranges.count(info.name) ? ranges[info.name] : IntRange{}, rng));
+  }
+  for (auto& [n, t] : given) {
+    bool known = false;
+    for (auto& i : session.inputs()) known = known || i.name == n;
+    if (!known) throw Error("unknown input '" + n + "'");
+  }
+  return inputs;
 }
 
 }  // namespace mminfer::cli

@@ -18,4 +18,10 @@ struct IntRange {
 // Random tensor: floats normal(0,1), integers uniform in [lo, hi), bools fair coin.
 Tensor random_tensor(DType dtype, const Shape& shape, const IntRange& range, std::mt19937_64& rng);
 
+class Args;
+// A model's inputs from --input NAME=F.npy, else random (see random_tensor) in the shape of
+// --shape NAME=AxB or the model's fixed shape, integers within --int-range NAME=LO:HI.
+// Throws Error for unknown names, symbolic shapes without --shape and bad ranges.
+std::vector<NamedTensor> model_inputs(const Args& args, const Session& session);
+
 }  // namespace mminfer::cli

@@ -1,0 +1,145 @@
+#include "cli/int8_guard.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "onnx/dynamic_int8_writer.h"
+#include "runtime/profiler.h"
+
+namespace mminfer::cli {
+
+namespace {
+
+std::vector<Tensor> run_model(const std::string& path, int threads, bool per_tensor, const std::vector<NamedTensor>& inputs,
+                              std::vector<std::string>* names = nullptr) {
+  SessionOptions opts;
+  opts.threads = threads;
+  opts.precision.int8_per_tensor = per_tensor;
+  std::unique_ptr<Session> session;
+  Status st = Session::load(path, opts, &session);
+  if (!st) throw Error(st.message());
+  std::vector<Tensor> out;
+  st = session->run(inputs, &out);
+  if (!st) throw Error(st.message());
+  if (names)
+    for (const ValueInfo& v : session->outputs()) names->push_back(v.name);
+  return out;
+}
+
+// Cosine per row of the first axis (the whole tensor when rank < 2) and the largest error.
+OutputAccuracy compare(const std::string& name, const Tensor& got, const Tensor& want) {
+  OutputAccuracy a;
+  a.name = name;
+  if (got.shape() != want.shape()) throw Error("output '" + name + "' changed shape under INT8");
+  if (want.dtype() != DType::kFloat32 || got.dtype() != DType::kFloat32) return a;  // not a float output
+  int64_t rows = want.rank() >= 2 ? want.dim(0) : 1, cols = rows ? want.numel() / std::max<int64_t>(rows, 1) : 0;
+  double sum = 0;
+  a.min_cosine = 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    double dot = 0, ng = 0, nw = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      double x = got.data<float>()[r * cols + c], y = want.data<float>()[r * cols + c];
+      dot += x * y, ng += x * x, nw += y * y;
+      a.max_abs_error = std::max(a.max_abs_error, std::fabs(x - y));
+    }
+    double cos = ng == 0 && nw == 0 ? 1.0 : dot / std::sqrt(ng * nw);
+    if (!std::isfinite(cos)) cos = -1;
+    a.min_cosine = std::min(a.min_cosine, cos);
+    sum += cos;
+  }
+  a.mean_cosine = rows ? sum / static_cast<double>(rows) : 1;
+  return a;
+}
+
+double worst(const std::vector<OutputAccuracy>& outs) {
+  double w = 1;
+  for (const auto& o : outs) w = std::min(w, o.min_cosine);
+  return w;
+}
+
+}  // namespace
+
+Int8Guard::Int8Guard(const onnx::ModelProto& model, const std::string& path, std::vector<NamedTensor> inputs, int threads)
+    : model_(model), inputs_(std::move(inputs)), threads_(threads) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  base_dir_ = dir.empty() ? "." : dir.string();
+  reference_ = run_model(path, threads_, false, inputs_, &names_);
+}
+
+onnx::ModelProto Int8Guard::write(const std::set<std::string>& layers) const {
+  onnx::ModelProto m = model_;
+  onnx_io::write_dynamic_int8(m, layers, base_dir_);
+  return m;
+}
+
+std::vector<OutputAccuracy> Int8Guard::measure(const std::set<std::string>& layers) {
+  // Beside the source, so that external data paths still resolve.
+  std::string tmp = (std::filesystem::path(base_dir_) / (".mminfer-guard-" + std::to_string(getpid()) + ".onnx")).string();
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f || !write(layers).SerializeToOstream(&f)) throw Error("cannot write a trial model next to the source: " + tmp);
+  }
+  std::vector<Tensor> got;
+  try {
+    got = run_model(tmp, threads_, true, inputs_);
+  } catch (...) {
+    std::filesystem::remove(tmp);
+    throw;
+  }
+  std::filesystem::remove(tmp);
+  std::vector<OutputAccuracy> out;
+  for (size_t i = 0; i < got.size(); ++i) out.push_back(compare(names_[i], got[i], reference_[i]));
+  return out;
+}
+
+GuardReport Int8Guard::choose(const std::vector<std::string>& layers, double min_cosine, bool sensitivity) {
+  GuardReport r;
+  std::set<std::string> chosen(layers.begin(), layers.end());
+  r.outputs = measure(chosen);
+  r.min_cosine = worst(r.outputs);
+  bool fall_back = min_cosine > 0 && r.min_cosine < min_cosine;
+  if (sensitivity || fall_back) {
+    for (const std::string& l : layers) r.sensitivity.emplace_back(l, worst(measure({l})));
+    std::stable_sort(r.sensitivity.begin(), r.sensitivity.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  }
+  for (size_t i = 0; fall_back && i < r.sensitivity.size(); ++i) {
+    chosen.erase(r.sensitivity[i].first);
+    r.fp32_fallback.push_back(r.sensitivity[i].first);
+    r.outputs = measure(chosen);
+    r.min_cosine = worst(r.outputs);
+    fall_back = r.min_cosine < min_cosine;
+  }
+  for (const std::string& l : layers)
+    if (chosen.count(l)) r.int8.push_back(l);
+  return r;
+}
+
+std::string GuardReport::to_json() const {
+  auto num = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.7g", x);
+    return std::string(b);
+  };
+  auto names = [](const std::vector<std::string>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", \"" : "\"") + runtime::json_escape(v[i]) + "\"";
+    return s + "]";
+  };
+  std::string s = "{\"min_cosine\": " + num(min_cosine) + ", \"outputs\": [";
+  for (size_t i = 0; i < outputs.size(); ++i)
+    s += std::string(i ? ", " : "") + "{\"name\": \"" + runtime::json_escape(outputs[i].name) + "\", \"min_cosine\": " +
+         num(outputs[i].min_cosine) + ", \"mean_cosine\": " + num(outputs[i].mean_cosine) +
+         ", \"max_abs_error\": " + num(outputs[i].max_abs_error) + "}";
+  s += "], \"int8_layers\": " + names(int8) + ", \"fp32_fallback\": " + names(fp32_fallback) + ", \"sensitivity\": [";
+  for (size_t i = 0; i < sensitivity.size(); ++i)
+    s += std::string(i ? ", " : "") + "{\"layer\": \"" + runtime::json_escape(sensitivity[i].first) +
+         "\", \"min_cosine_alone\": " + num(sensitivity[i].second) + "}";
+  return s + "]}";
+}
+
+}  // namespace mminfer::cli

@@ -1,0 +1,54 @@
+// The accuracy guard of `mminfer optimize`: which MatMuls may go INT8 while every output stays
+// within a cosine bound of FP32 on the evaluation inputs.
+//
+// A choice is measured by what it writes: the model in ONNX Runtime's dynamic INT8 form
+// (onnx/dynamic_int8_writer.h), loaded back and run (per-tensor activations, as the file says)
+// beside the FP32 model. Per-layer sensitivity is the output cosine with that layer alone in
+// INT8; with a bound, the most sensitive layers fall back to FP32 one at a time until it holds.
+#pragma once
+#include <set>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "mminfer/session.h"
+
+namespace mminfer::cli {
+
+struct OutputAccuracy {
+  std::string name;
+  double min_cosine = 1, mean_cosine = 1;  // over the rows of the output's first axis
+  double max_abs_error = 0;
+};
+
+struct GuardReport {
+  std::vector<OutputAccuracy> outputs;                 // of the final choice
+  std::vector<std::pair<std::string, double>> sensitivity;  // layer, min output cosine alone in INT8
+  std::vector<std::string> int8, fp32_fallback;        // layers by first output name
+  double min_cosine = 1;                                // worst over outputs
+  std::string to_json() const;
+};
+
+class Int8Guard {
+ public:
+  // `model` as read from `path`; `inputs` the evaluation set; threads for the sessions.
+  Int8Guard(const onnx::ModelProto& model, const std::string& path, std::vector<NamedTensor> inputs, int threads);
+
+  // The outputs' accuracy with `layers` in INT8.
+  std::vector<OutputAccuracy> measure(const std::set<std::string>& layers);
+  // Starting from `layers`: the report, falling back as needed when `min_cosine` > 0.
+  GuardReport choose(const std::vector<std::string>& layers, double min_cosine, bool sensitivity);
+  // `model` with `layers` in INT8.
+  onnx::ModelProto write(const std::set<std::string>& layers) const;
+
+ private:
+  const onnx::ModelProto& model_;
+  std::string base_dir_;
+  std::vector<NamedTensor> inputs_;
+  int threads_;
+  std::vector<std::string> names_;
+  std::vector<Tensor> reference_;
+};
+
+}  // namespace mminfer::cli
