@@ -4,10 +4,11 @@
 
   make_clip_b32.py [OUT] [--force]
 
-OUT defaults to models/clip-b32 and receives, at opset 17 with a dynamic batch axis:
+OUT defaults to models/clip-b32 and receives, at opset 17 with a dynamic batch axis (and for the
+text tower a dynamic sequence axis, so pipelines can run short texts at short lengths):
   vision.onnx   pixel_values [B, 3, 224, 224] -> last_hidden_state [B, 50, 768], image_embeds [B, 512]
                 (patch 32, width 768, 12 layers, 12 heads, QuickGELU)
-  text.onnx     input_ids, attention_mask [B, 77] int64 -> last_hidden_state [B, 77, 512], text_embeds [B, 512]
+  text.onnx     input_ids, attention_mask [B, T <= 77] int64 -> last_hidden_state [B, T, 512], text_embeds [B, 512]
                 (vocab 49408, width 512, 12 layers, 8 heads, causal mask, EOT pooling)
   pair.onnx     both towers in one graph (outputs prefixed vision/ and text/): two independent
                 branches, for measuring branch concurrency
@@ -18,6 +19,8 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Bumped when the export changes, so existing folders are exported again.
+EXPORT_VERSION = "2: text tower with a dynamic sequence axis\n"
 
 
 def main():
@@ -27,7 +30,9 @@ def main():
     args = p.parse_args()
     vision_path, text_path = os.path.join(args.out, "vision.onnx"), os.path.join(args.out, "text.onnx")
     pair_path = os.path.join(args.out, "pair.onnx")
-    if not args.force and os.path.isfile(vision_path) and os.path.isfile(text_path):
+    stamp_path = os.path.join(args.out, ".export")
+    current = os.path.isfile(stamp_path) and open(stamp_path).read() == EXPORT_VERSION
+    if not args.force and current and os.path.isfile(vision_path) and os.path.isfile(text_path):
         if not os.path.isfile(pair_path):
             write_pair(vision_path, text_path, pair_path)
         print(f"{args.out} already holds vision.onnx and text.onnx (use --force to export again)")
@@ -47,7 +52,7 @@ def main():
 
     vision = ClipVision(image_hw=(224, 224), patch=32, width=768, heads=12, layers=12, proj=512).eval()
     pixels = torch.randn(1, 3, 224, 224)
-    batch = {0: "batch"}
+    batch, seq = {0: "batch"}, {0: "batch", 1: "sequence"}
     with torch.no_grad():
         torch.onnx.export(vision, (pixels,), vision_path, input_names=["pixel_values"],
                           output_names=["last_hidden_state", "image_embeds"], opset_version=17,
@@ -62,12 +67,14 @@ def main():
     with torch.no_grad():
         torch.onnx.export(text, (ids, mask), text_path, input_names=["input_ids", "attention_mask"],
                           output_names=["last_hidden_state", "text_embeds"], opset_version=17,
-                          dynamic_axes={"input_ids": batch, "attention_mask": batch, "last_hidden_state": batch,
+                          dynamic_axes={"input_ids": seq, "attention_mask": seq, "last_hidden_state": seq,
                                         "text_embeds": batch})
     np.save(os.path.join(args.out, "inputs", "input_ids.npy"), ids.numpy())
     np.save(os.path.join(args.out, "inputs", "attention_mask.npy"), mask.numpy())
     print(f"wrote {text_path}")
     write_pair(vision_path, text_path, pair_path)
+    with open(stamp_path, "w") as f:
+        f.write(EXPORT_VERSION)
     return 0
 
 

@@ -17,7 +17,8 @@ OUT receives
                    (Pillow bicubic resize + centre crop + normalize; ids from train_bpe.py's
                    plain encoder), so mminfer is compared against an independent reference.
 
-Both models are exported at opset 17 with a dynamic batch axis. OUT/.stamp holds a hash of the
+Both models are exported at opset 17 with a dynamic batch axis, the text tower with a dynamic
+sequence axis too (the pipeline runs short texts at short lengths). OUT/.stamp holds a hash of the
 generator sources, the tokenizer and torch's version: when it matches, nothing is regenerated.
 """
 import argparse
@@ -139,7 +140,7 @@ def export(vision, text, out):
     import onnx
     import torch
 
-    batch = {0: "batch"}
+    batch, seq = {0: "batch"}, {0: "batch", 1: "sequence"}  # any text length: the pipeline buckets lengths
     with torch.no_grad():
         torch.onnx.export(vision, (torch.zeros(2, 3, IMAGE_SIZE, IMAGE_SIZE),), os.path.join(out, "vision.onnx"),
                           input_names=["pixel_values"], output_names=["last_hidden_state", "image_embeds"],
@@ -149,7 +150,7 @@ def export(vision, text, out):
         ids[:, 5] = text.token_embedding.num_embeddings - 1
         torch.onnx.export(text, (ids, torch.ones_like(ids)), os.path.join(out, "text.onnx"),
                           input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state", "text_embeds"],
-                          dynamic_axes={"input_ids": batch, "attention_mask": batch, "last_hidden_state": batch,
+                          dynamic_axes={"input_ids": seq, "attention_mask": seq, "last_hidden_state": seq,
                                         "text_embeds": batch},
                           opset_version=17, do_constant_folding=True)
     for name in ("vision.onnx", "text.onnx"):

@@ -1,6 +1,7 @@
 #include "pipelines/clip/clip_pipeline.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 
 #include "core/one_line.h"
@@ -132,6 +133,16 @@ ClipPipeline::ClipPipeline(const Manifest& m, const SessionOptions& session)
       throw Error(m.path + ": files.text_encoder input '" + in.name + "' is " + dtype_name(in.dtype) + ", not int64 or int32");
     check_dims(m, in, {context}, "text encoder", "context_length");
   }
+  sequence_buckets_ = m.boolean("preprocess", "sequence_buckets", true);
+  for (const ValueInfo& in : text_->inputs())
+    sequence_buckets_ = sequence_buckets_ && in.has_shape && in.dims.size() == 2 && in.dims[1] < 0;
+}
+
+size_t ClipPipeline::sequence_bucket(size_t tokens) const {
+  if (!sequence_buckets_) return context_length_;
+  for (size_t b : {size_t(8), size_t(16), size_t(32), size_t(48), size_t(64)})
+    if (tokens <= b && b < context_length_) return b;
+  return context_length_;
 }
 
 text::Encoding ClipPipeline::encode_text(std::string_view text) const {
@@ -155,23 +166,34 @@ std::vector<Embedding> ClipPipeline::embed_images(std::span<const image::Image> 
 }
 
 std::vector<Embedding> ClipPipeline::embed_texts(const std::vector<std::string>& texts) {
-  std::vector<Embedding> out;
-  out.reserve(texts.size());
-  const int64_t cols = static_cast<int64_t>(context_length_);
-  for (size_t start = 0; start < texts.size(); start += kTextBatch) {
-    const size_t n = std::min(kTextBatch, texts.size() - start);
-    std::vector<text::Encoding> batch;
-    for (size_t i = 0; i < n; ++i) {
-      batch.push_back(encode_text(texts[start + i]));
-      // Fixed padding and truncation make every encoding context_length long.
-      if (batch.back().ids.size() != context_length_)
-        throw Error("the tokenizer gave " + std::to_string(batch.back().ids.size()) + " ids, not " + std::to_string(cols));
+  // Texts run grouped by sequence bucket, so a short text is not padded to context_length
+  // because a long one shares its batch; answers go back in the order asked.
+  std::vector<text::Encoding> encodings;
+  std::map<size_t, std::vector<size_t>> by_bucket;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    encodings.push_back(encode_text(texts[i]));
+    const text::Encoding& e = encodings.back();
+    // Fixed padding and truncation make every encoding context_length long.
+    if (e.ids.size() != context_length_ || e.attention_mask.size() != context_length_)
+      throw Error("the tokenizer gave " + std::to_string(e.ids.size()) + " ids, not " + std::to_string(context_length_));
+    size_t tokens = 0;  // up to the last real token (padding is on the right)
+    for (size_t c = 0; c < context_length_; ++c)
+      if (e.attention_mask[c]) tokens = c + 1;
+    by_bucket[sequence_bucket(tokens)].push_back(i);
+  }
+  std::vector<Embedding> out(texts.size());
+  for (const auto& [cols, members] : by_bucket) {
+    for (size_t start = 0; start < members.size(); start += kTextBatch) {
+      const size_t n = std::min(kTextBatch, members.size() - start);
+      std::vector<text::Encoding> batch;
+      for (size_t i = 0; i < n; ++i) batch.push_back(encodings[members[start + i]]);
+      std::vector<NamedTensor> inputs;
+      for (const ValueInfo& in : text_->inputs())
+        inputs.emplace_back(in.name, text_input(in, batch, static_cast<int64_t>(cols)));
+      std::vector<Tensor> result = run(*text_, inputs, "the text encoder");
+      std::vector<Embedding> rows = pipelines::normalized_rows(result[text_output_], static_cast<int64_t>(n), "the text encoder");
+      for (size_t i = 0; i < n; ++i) out[members[start + i]] = std::move(rows[i]);
     }
-    std::vector<NamedTensor> inputs;
-    for (const ValueInfo& in : text_->inputs()) inputs.emplace_back(in.name, text_input(in, batch, cols));
-    std::vector<Tensor> result = run(*text_, inputs, "the text encoder");
-    for (Embedding& e : pipelines::normalized_rows(result[text_output_], static_cast<int64_t>(n), "the text encoder"))
-      out.push_back(std::move(e));
   }
   return out;
 }

@@ -54,6 +54,11 @@ class ClipPipeline : public pipelines::Embedder {
 
   float logit_scale() const { return logit_scale_; }
   size_t context_length() const { return context_length_; }
+  // The sequence length a text of `tokens` real tokens runs at: the smallest bucket that holds
+  // it when the text tower takes any length (and preprocess.sequence_buckets is not false),
+  // context_length otherwise. Positions past a text's end-of-text token change nothing it
+  // outputs (causal attention, padding masked), so shorter padding gives the same embedding.
+  size_t sequence_bucket(size_t tokens) const;
 
  private:
   std::unique_ptr<Session> image_, text_;
@@ -61,6 +66,7 @@ class ClipPipeline : public pipelines::Embedder {
   image::ClipPreprocess preprocess_;
   std::optional<text::Tokenizer> tokenizer_;
   size_t context_length_ = 77;
+  bool sequence_buckets_ = false;
   float logit_scale_ = 100;
 };
 
