@@ -32,7 +32,8 @@ CLIP_MANIFEST = {
 }
 
 CONFIGS = {
-    "ocr": {"max_batch_size": 1, "queue_capacity": 64},
+    # Up to 4 images per run: concurrent requests share the recognizer's width-bucket batches.
+    "ocr": {"max_batch_size": 4, "max_queue_delay_us": 5000, "queue_capacity": 64},
     "clip": {"max_batch_size": 8, "max_queue_delay_us": 4000, "queue_capacity": 256, "latency_target_ms": 400},
     "audio": {"max_batch_size": 4, "max_queue_delay_us": 4000, "queue_capacity": 64},
 }

@@ -83,12 +83,9 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
     preprocess_id_ = sha256_hex(kind_ + "|" + m.preprocess.dump() + "|" + dir + "|" + std::to_string(version_));
     if (m.type == pipelines::PipelineType::kOcr) {
       ocr_ = std::make_unique<ocr::OcrPipeline>(m, config_.session, ocr::ocr_options(m));
+      // Images of one batch share the recognizer's batches (their lines grouped by width).
       ocr_q_ = std::make_unique<BatchQueue<Bytes, std::vector<ocr::OcrLine>>>(
-          one,
-          [this](std::vector<Bytes>& in) {
-            return per_item<Bytes, std::vector<ocr::OcrLine>>(in, [this](const Bytes& b) { return ocr_->run(image::decode_image(b)); });
-          },
-          observe_as("ocr"));
+          config_.batching, [this](std::vector<Bytes>& in) { return read_lines(in); }, observe_as("ocr"));
       return;
     }
     embedder_ = pipelines::open_embedder(m, config_.session);
@@ -192,6 +189,33 @@ bool ServedModel::embed_text(std::string text, EmbeddingDone done) {
 bool ServedModel::embed_audio(Bytes encoded, EmbeddingDone done) {
   return audio_q_ && audio_q_->push(std::move(encoded), std::move(done));
 }
+std::vector<BatchResult<std::vector<ocr::OcrLine>>> ServedModel::read_lines(std::vector<Bytes>& encoded) {
+  std::vector<BatchResult<std::vector<ocr::OcrLine>>> out(encoded.size());
+  std::vector<image::Image> images;
+  std::vector<size_t> decoded;  // which items decoded; the others fail alone
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    try {
+      images.push_back(image::decode_image(encoded[i]));
+      decoded.push_back(i);
+    } catch (const std::exception& e) {
+      out[i].error = e.what();
+    }
+  }
+  try {
+    std::vector<std::vector<ocr::OcrLine>> lines = ocr_->run_many(images);
+    for (size_t k = 0; k < decoded.size(); ++k) out[decoded[k]].value = std::move(lines[k]);
+  } catch (const std::exception&) {  // find the image at fault: each alone
+    for (size_t k = 0; k < decoded.size(); ++k) {
+      try {
+        out[decoded[k]].value = ocr_->run(images[k]);
+      } catch (const std::exception& e) {
+        out[decoded[k]].error = e.what();
+      }
+    }
+  }
+  return out;
+}
+
 bool ServedModel::ocr(Bytes encoded, OcrDone done) { return ocr_q_ && ocr_q_->push(std::move(encoded), std::move(done)); }
 bool ServedModel::infer(std::vector<NamedTensor> inputs, TensorsDone done) {
   return tensor_q_ && tensor_q_->push(std::move(inputs), std::move(done));

@@ -80,6 +80,9 @@ class ServedModel {
   std::vector<std::pair<const char*, size_t>> chosen_batch_sizes() const;
 
  private:
+  // One OCR batch: images that do not decode fail alone; the rest are read together.
+  std::vector<BatchResult<std::vector<ocr::OcrLine>>> read_lines(std::vector<Bytes>& encoded);
+
   std::string name_;
   int version_;
   std::string kind_;

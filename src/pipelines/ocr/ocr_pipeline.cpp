@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
+#include <map>
 
 #include "modal/image/resize.h"
 #include "pipelines/ocr/ctc.h"
@@ -171,33 +171,47 @@ std::vector<size_t> OcrPipeline::orient(std::vector<Image>& crops) {
 }
 
 std::vector<Decoded> OcrPipeline::recognize(const std::vector<Image>& crops) {
-  // Similar aspect ratios share a batch, so little of each is padding.
-  std::vector<size_t> order(crops.size());
-  std::iota(order.begin(), order.end(), 0);
-  auto ratio = [&](size_t i) { return static_cast<double>(crops[i].width) / std::max(1, crops[i].height); };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ratio(a) < ratio(b); });
+  // Each line is padded to its own width bucket and shares batches only with lines of the same
+  // bucket: little of it is padding, and what it reads does not depend on which other lines
+  // (from this image or from others read with it) are in its batch.
+  auto width_of = [&](size_t i) {
+    double ratio = std::max(320.0 / 48.0, static_cast<double>(crops[i].width) / std::max(1, crops[i].height));
+    return line_width_bucket(static_cast<int>(std::ceil(48 * ratio)));
+  };
+  std::map<int, std::vector<size_t>> by_width;
+  for (size_t i = 0; i < crops.size(); ++i) by_width[width_of(i)].push_back(i);
   std::vector<Decoded> out(crops.size());
-  for (size_t start = 0; start < order.size(); start += options_.rec_batch) {
-    size_t end = std::min(order.size(), start + options_.rec_batch);
-    double widest = 320.0 / 48.0;
-    std::vector<const Image*> batch;
-    for (size_t i = start; i < end; ++i) widest = std::max(widest, ratio(order[i])), batch.push_back(&crops[order[i]]);
-    int width = line_width_bucket(static_cast<int>(std::ceil(48 * widest)));
-    Tensor probs = run_model(*rec_, line_batch(batch, width, batch_bucket(batch.size(), options_.rec_batch)))[0];
-    if (probs.rank() != 3) throw Error("the recognizer returned " + shape_str(probs.shape()));
-    int steps = static_cast<int>(probs.dim(1)), classes = static_cast<int>(probs.dim(2));
-    for (size_t i = start; i < end; ++i)
-      out[order[i]] = ctc_greedy(probs.data<float>() + (i - start) * steps * classes, steps, classes, charset_);
+  for (const auto& [width, members] : by_width) {
+    for (size_t start = 0; start < members.size(); start += options_.rec_batch) {
+      size_t end = std::min(members.size(), start + options_.rec_batch);
+      std::vector<const Image*> batch;
+      for (size_t i = start; i < end; ++i) batch.push_back(&crops[members[i]]);
+      Tensor probs = run_model(*rec_, line_batch(batch, width, batch_bucket(batch.size(), options_.rec_batch)))[0];
+      if (probs.rank() != 3) throw Error("the recognizer returned " + shape_str(probs.shape()));
+      int steps = static_cast<int>(probs.dim(1)), classes = static_cast<int>(probs.dim(2));
+      for (size_t i = start; i < end; ++i)
+        out[members[i]] = ctc_greedy(probs.data<float>() + (i - start) * steps * classes, steps, classes, charset_);
+    }
   }
   return out;
 }
 
-std::vector<OcrLine> OcrPipeline::run(const Image& rgb) {
-  if (rgb.width <= 0 || rgb.height <= 0) throw Error("the image is empty");
-  Image bgr = to_bgr(rgb);
-  std::vector<DetectedBox> boxes = detect(bgr);
+std::vector<OcrLine> OcrPipeline::run(const Image& rgb) { return run_many(std::span<const Image>(&rgb, 1)).at(0); }
+
+std::vector<std::vector<OcrLine>> OcrPipeline::run_many(std::span<const Image> rgbs) {
+  for (const Image& rgb : rgbs)
+    if (rgb.width <= 0 || rgb.height <= 0) throw Error("the image is empty");
+  std::vector<DetectedBox> boxes;
+  std::vector<size_t> owner;  // image of each box
   std::vector<Image> crops;
-  for (const DetectedBox& b : boxes) crops.push_back(crop_quad(bgr, b.quad));
+  for (size_t i = 0; i < rgbs.size(); ++i) {
+    Image bgr = to_bgr(rgbs[i]);
+    for (DetectedBox& b : detect(bgr)) {
+      crops.push_back(crop_quad(bgr, b.quad));
+      boxes.push_back(std::move(b));
+      owner.push_back(i);
+    }
+  }
   std::vector<size_t> turned;
   if (cls_ && !crops.empty()) turned = orient(crops);
   std::vector<Decoded> texts = crops.empty() ? std::vector<Decoded>{} : recognize(crops);
@@ -210,9 +224,10 @@ std::vector<OcrLine> OcrPipeline::run(const Image& rgb) {
     for (size_t k = 0; k < turned.size(); ++k)
       if (again[k].score > texts[turned[k]].score) texts[turned[k]] = std::move(again[k]);
   }
-  std::vector<OcrLine> lines;
+  std::vector<std::vector<OcrLine>> lines(rgbs.size());
   for (size_t i = 0; i < boxes.size(); ++i)
-    if (texts[i].score >= options_.drop_score && !texts[i].text.empty()) lines.push_back({texts[i].text, texts[i].score, boxes[i].quad});
+    if (texts[i].score >= options_.drop_score && !texts[i].text.empty())
+      lines[owner[i]].push_back({texts[i].text, texts[i].score, boxes[i].quad});
   return lines;
 }
 

@@ -2,6 +2,7 @@
 // text lines with boxes and scores in reading order.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,11 @@ class OcrPipeline {
       : OcrPipeline(ocr_manifest(dir), session, options) {}
   // `rgb` is an 8-bit, 3-channel RGB image.
   std::vector<OcrLine> run(const Image& rgb);
+  // Several images at once: each is detected alone, then the crops of all of them go through the
+  // classifier and the recognizer together, so lines from different images share batches of
+  // their width bucket. The lines of image i are element i: the lines run() reads image by
+  // image (a crop may be padded to another width in another batch, so scores can differ a little).
+  std::vector<std::vector<OcrLine>> run_many(std::span<const Image> rgbs);
 
  private:
   std::vector<DetectedBox> detect(const Image& bgr);
