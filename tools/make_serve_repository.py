@@ -13,7 +13,7 @@ OUT/repository/   what `mminfer serve --repository` reads
   audio/config.json   one clip per run, at most 2 waiting: embeddings under overload
   ocr/1      -> DIR of --ocr (PP-OCRv4, models/ppocr)
   tiny/1, tiny/2      model.onnx: y = x W + b, x float32 [batch, 4] -> y [batch, 3], each
-                      version with its own W and b
+                      version with its own W and b; config.json: two instances
   slow/1/model.onnx   x float32 [1, 1024] -> y [1, 1024] through a chain of [ROWS, 1024] x
                       [1024, 1024] MatMuls (a run takes ~100 ms or more on one thread)
   slow/config.json    one request per run, at most 4 waiting: the overload tests' target
@@ -163,7 +163,8 @@ def main():
         b = rng.standard_normal(TINY_OUT).astype(np.float32)
         tiny_model(os.path.join(repo, "tiny", str(version), "model.onnx"), w, b)
         tiny[str(version)] = {"W": w.tolist(), "b": b.tolist()}
-    write_json(os.path.join(repo, "tiny", "config.json"), {"queue_capacity": 64})
+    # Two instances: every tiny request runs on one of two copies, each with its own worker.
+    write_json(os.path.join(repo, "tiny", "config.json"), {"queue_capacity": 64, "instances": 2})
     slow_model(os.path.join(repo, "slow", "1", "model.onnx"), rng)
     write_json(os.path.join(repo, "slow", "config.json"), {"max_batch_size": 1, "queue_capacity": 4, "threads": 1})
 

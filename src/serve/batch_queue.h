@@ -1,7 +1,8 @@
-// A bounded queue with one worker thread that runs its items in batches: the worker takes what
-// is waiting, up to the size the BatchController picks, and waits at most max_queue_delay for
-// a batch to fill. A full queue refuses at once (the caller answers 429), so memory stays
-// bounded under overload. One queue serves one model x modality.
+// A bounded queue whose worker threads run its items in batches: a worker takes what is waiting,
+// up to the size the BatchController picks, and waits at most max_queue_delay for a batch to
+// fill. A full queue refuses at once (the caller answers 429), so memory stays bounded under
+// overload. One queue serves one model x modality; one worker per model instance, each with its
+// own RunBatch (its own copy of the model).
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -42,11 +43,15 @@ class BatchQueue {
   using Observe = std::function<void(size_t batch, double queue_ms, double compute_ms)>;
 
   BatchQueue(BatchPolicy policy, RunBatch run, Observe observe = {})
+      : BatchQueue(std::move(policy), std::vector<RunBatch>{std::move(run)}, std::move(observe)) {}
+  // One worker per element of `runs` (at least one).
+  BatchQueue(BatchPolicy policy, std::vector<RunBatch> runs, Observe observe = {})
       : policy_(std::move(policy)),
         controller_(policy_.max_batch_size, policy_.latency_target_ms),
-        run_(std::move(run)),
-        observe_(std::move(observe)),
-        worker_([this] { work(); }) {}
+        runs_(std::move(runs)),
+        observe_(std::move(observe)) {
+    for (size_t w = 0; w < runs_.size(); ++w) workers_.emplace_back([this, w] { work(runs_[w]); });
+  }
   ~BatchQueue() { stop(); }
   BatchQueue(const BatchQueue&) = delete;
   BatchQueue& operator=(const BatchQueue&) = delete;
@@ -67,7 +72,8 @@ class BatchQueue {
       stopping_ = true;
       cv_.notify_all();
     }
-    if (worker_.joinable()) worker_.join();
+    for (std::thread& w : workers_)
+      if (w.joinable()) w.join();
   }
 
   size_t depth() const {
@@ -98,7 +104,7 @@ class BatchQueue {
     return best ? best : n;
   }
 
-  void work() {
+  void work(const RunBatch& run) {
     for (;;) {
       std::vector<Item> batch;
       {
@@ -107,11 +113,13 @@ class BatchQueue {
         if (items_.empty()) return;  // stopping and drained
         size_t target = controller_.next_batch_size(items_.size());
         auto deadline = items_.front().enqueued + policy_.max_queue_delay;
-        while (!stopping_ && items_.size() < target && Clock::now() < deadline) cv_.wait_until(lock, deadline);
+        while (!stopping_ && !items_.empty() && items_.size() < target && Clock::now() < deadline)
+          cv_.wait_until(lock, deadline);
+        if (items_.empty()) continue;  // another worker took them while this one waited
         size_t n = cut(items_.size(), target);
         for (size_t i = 0; i < n; ++i) batch.push_back(std::move(items_[i]));
         items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(n));
-        running_ = n;
+        running_ += n;
       }
       auto start = Clock::now();
       std::vector<In> inputs;
@@ -120,7 +128,7 @@ class BatchQueue {
       std::vector<Result> results;
       std::string failure;
       try {
-        results = run_(inputs);
+        results = run(inputs);
         if (results.size() != batch.size()) failure = "internal error: the batch returned the wrong number of results";
       } catch (const std::exception& e) {
         failure = e.what();
@@ -139,20 +147,20 @@ class BatchQueue {
         }
       }
       std::lock_guard<std::mutex> lock(mu_);
-      running_ = 0;
+      running_ -= batch.size();
     }
   }
 
   BatchPolicy policy_;
   BatchController controller_;
-  RunBatch run_;
+  std::vector<RunBatch> runs_;
   Observe observe_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> items_;
   bool stopping_ = false;
-  size_t running_ = 0;  // size of the batch being run
-  std::thread worker_;  // last: starts after everything it reads is built
+  size_t running_ = 0;  // items in the batches being run
+  std::vector<std::thread> workers_;  // last: they start after everything they read is built
 };
 
 }  // namespace mminfer::serve

@@ -41,6 +41,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& p
       c.session.threads = static_cast<int>(integer(v, path, "threads", 0, 1024));
     } else if (key == "opt_level") {
       c.session.opt_level = static_cast<int>(integer(v, path, "opt_level", 0, 2));
+    } else if (key == "instances") {
+      c.instances = static_cast<int>(integer(v, path, "instances", 1, 16));
     } else if (key == "precision") {
       if (!v.is_string()) throw Error(path + ": precision must be a string such as \"int8\" or \"vision=int8,text=bf16\"");
       c.precision = v.get<std::string>();
@@ -72,7 +74,8 @@ nlohmann::json ModelConfig::to_json() const {
           {"threads", session.threads},
           {"opt_level", session.opt_level},
           {"precision", precision},
-          {"keep_fp32", session.precision.keep_fp32}};
+          {"keep_fp32", session.precision.keep_fp32},
+          {"instances", instances}};
 }
 
 }  // namespace mminfer::serve

@@ -2,7 +2,7 @@
 //
 //   {"max_batch_size": 8, "max_queue_delay_us": 2000, "preferred_batch_size": [4, 8],
 //    "queue_capacity": 256, "latency_target_ms": 50, "cache": true, "threads": 0,
-//    "opt_level": 2, "precision": "vision=int8,text=bf16", "keep_fp32": "proj"}
+//    "opt_level": 2, "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "instances": 1}
 //
 // precision and keep_fp32 take the values of mminfer's --precision and --keep-fp32.
 //
@@ -22,6 +22,7 @@ struct ModelConfig {
   bool cache = true;  // results and features of this model go through the server's cache
   SessionOptions session;
   std::string precision = "fp32";  // as written, for to_json (session.precision holds it parsed)
+  int instances = 1;                // copies of the model, each with a worker on every queue
 
   // Throws Error "<path>: <key> ..." naming the bad key.
   static ModelConfig from_json(const nlohmann::json& j, const std::string& path);

@@ -82,79 +82,88 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
     kind_ = pipelines::type_name(m.type);
     preprocess_id_ = sha256_hex(kind_ + "|" + m.preprocess.dump() + "|" + dir + "|" + std::to_string(version_));
     if (m.type == pipelines::PipelineType::kOcr) {
-      ocr_ = std::make_unique<ocr::OcrPipeline>(m, config_.session, ocr::ocr_options(m));
-      // Images of one batch share the recognizer's batches (their lines grouped by width).
-      ocr_q_ = std::make_unique<BatchQueue<Bytes, std::vector<ocr::OcrLine>>>(
-          config_.batching, [this](std::vector<Bytes>& in) { return read_lines(in); }, observe_as("ocr"));
+      std::vector<BatchQueue<Bytes, std::vector<ocr::OcrLine>>::RunBatch> runs;
+      for (int k = 0; k < config_.instances; ++k) {
+        ocrs_.push_back(std::make_unique<ocr::OcrPipeline>(m, config_.session, ocr::ocr_options(m)));
+        // Images of one batch share the recognizer's batches (their lines grouped by width).
+        runs.push_back([this, ocr = ocrs_.back().get()](std::vector<Bytes>& in) { return read_lines(*ocr, in); });
+      }
+      ocr_q_ = std::make_unique<BatchQueue<Bytes, std::vector<ocr::OcrLine>>>(config_.batching, std::move(runs),
+                                                                              observe_as("ocr"));
       return;
     }
-    embedder_ = pipelines::open_embedder(m, config_.session);
-    if (auto* clip = dynamic_cast<clip::ClipPipeline*>(embedder_.get())) logit_scale_ = clip->logit_scale();
+    for (int k = 0; k < config_.instances; ++k) embedders_.push_back(pipelines::open_embedder(m, config_.session));
+    if (auto* clip = dynamic_cast<clip::ClipPipeline*>(embedders_[0].get())) logit_scale_ = clip->logit_scale();
     if (m.labels) labels_ = *m.labels;
     if (m.templates && !m.templates->empty()) templates_ = *m.templates;
   } else {
     std::string path = (fs::path(dir) / "model.onnx").string();
     if (!fs::is_regular_file(path)) throw Error(dir + ": holds neither pipeline.json nor model.onnx");
-    Status st = Session::load(path, config_.session, &session_);
-    if (!st) throw Error(st.message());
+    using TensorQueue = BatchQueue<std::vector<NamedTensor>, std::vector<Tensor>>;
+    std::vector<TensorQueue::RunBatch> runs;
+    for (int k = 0; k < config_.instances; ++k) {
+      std::unique_ptr<Session> session;
+      Status st = Session::load(path, config_.session, &session);
+      if (!st) throw Error(st.message());
+      sessions_.push_back(std::move(session));
+      runs.push_back([session = sessions_.back().get()](std::vector<std::vector<NamedTensor>>& in) {
+        return per_item<std::vector<NamedTensor>, std::vector<Tensor>>(in, [session](const std::vector<NamedTensor>& t) {
+          std::vector<Tensor> out;
+          Status s = session->run(t, &out);
+          if (!s) throw Error(s.message());
+          return out;
+        });
+      });
+    }
     kind_ = "onnx";
     preprocess_id_ = sha256_hex(file_identity(path));
-    tensor_q_ = std::make_unique<BatchQueue<std::vector<NamedTensor>, std::vector<Tensor>>>(
-        one,
-        [this](std::vector<std::vector<NamedTensor>>& in) {
-          return per_item<std::vector<NamedTensor>, std::vector<Tensor>>(in, [this](const std::vector<NamedTensor>& t) {
-            std::vector<Tensor> out;
-            Status s = session_->run(t, &out);
-            if (!s) throw Error(s.message());
-            return out;
-          });
-        },
-        observe_as("tensor"));
+    tensor_q_ = std::make_unique<TensorQueue>(one, std::move(runs), observe_as("tensor"));
     return;
   }
 
-  if (embedder_->has_tower(Modality::kImage))
-    image_q_ = std::make_unique<BatchQueue<Bytes, Embedding>>(
-        config_.batching,
-        [this](std::vector<Bytes>& in) {
-          // Decode one by one (a corrupt file fails alone), then run the good ones as one batch.
-          std::vector<BatchQueue<Bytes, Embedding>::Result> out(in.size());
-          std::vector<image::Image> images;
-          std::vector<size_t> where;
-          for (size_t i = 0; i < in.size(); ++i) {
-            try {
-              images.push_back(image::decode_image(in[i]));
-              where.push_back(i);
-            } catch (const std::exception& e) {
-              out[i].error = e.what();
-            }
-          }
-          if (!images.empty()) {
-            std::vector<Embedding> e = embedder_->embed_images(images);
-            for (size_t k = 0; k < where.size(); ++k) out[where[k]].value = std::move(e[k]);
-          }
-          return out;
-        },
-        observe_as("image"));
-  if (embedder_->has_tower(Modality::kText))
-    text_q_ = std::make_unique<BatchQueue<std::string, Embedding>>(
-        config_.batching,
-        [this](std::vector<std::string>& in) {
-          std::vector<Embedding> e = embedder_->embed_texts(in);  // texts were checked before queueing
-          std::vector<BatchQueue<std::string, Embedding>::Result> out(in.size());
-          for (size_t i = 0; i < in.size(); ++i) out[i].value = std::move(e[i]);
-          return out;
-        },
-        observe_as("text"));
-  if (embedder_->has_tower(Modality::kAudio))
-    audio_q_ = std::make_unique<BatchQueue<Bytes, Embedding>>(
-        config_.batching,
-        [this](std::vector<Bytes>& in) {
-          return per_item<Bytes, Embedding>(in, [this](const Bytes& b) {
-            return std::move(embedder_->embed_audio(std::span<const Bytes>(&b, 1)).at(0));
-          });
-        },
-        observe_as("audio"));
+  // One run per instance and modality, each on its own copy of the pipeline.
+  std::vector<BatchQueue<Bytes, Embedding>::RunBatch> image_runs, audio_runs;
+  std::vector<BatchQueue<std::string, Embedding>::RunBatch> text_runs;
+  for (const auto& owned : embedders_) {
+    pipelines::Embedder* embedder = owned.get();
+    image_runs.push_back([embedder](std::vector<Bytes>& in) {
+      // Decode one by one (a corrupt file fails alone), then run the good ones as one batch.
+      std::vector<BatchQueue<Bytes, Embedding>::Result> out(in.size());
+      std::vector<image::Image> images;
+      std::vector<size_t> where;
+      for (size_t i = 0; i < in.size(); ++i) {
+        try {
+          images.push_back(image::decode_image(in[i]));
+          where.push_back(i);
+        } catch (const std::exception& e) {
+          out[i].error = e.what();
+        }
+      }
+      if (!images.empty()) {
+        std::vector<Embedding> e = embedder->embed_images(images);
+        for (size_t k = 0; k < where.size(); ++k) out[where[k]].value = std::move(e[k]);
+      }
+      return out;
+    });
+    text_runs.push_back([embedder](std::vector<std::string>& in) {
+      std::vector<Embedding> e = embedder->embed_texts(in);  // texts were checked before queueing
+      std::vector<BatchQueue<std::string, Embedding>::Result> out(in.size());
+      for (size_t i = 0; i < in.size(); ++i) out[i].value = std::move(e[i]);
+      return out;
+    });
+    audio_runs.push_back([embedder](std::vector<Bytes>& in) {
+      return per_item<Bytes, Embedding>(in, [embedder](const Bytes& b) {
+        return std::move(embedder->embed_audio(std::span<const Bytes>(&b, 1)).at(0));
+      });
+    });
+  }
+  const pipelines::Embedder& first = *embedders_[0];
+  if (first.has_tower(Modality::kImage))
+    image_q_ = std::make_unique<BatchQueue<Bytes, Embedding>>(config_.batching, std::move(image_runs), observe_as("image"));
+  if (first.has_tower(Modality::kText))
+    text_q_ = std::make_unique<BatchQueue<std::string, Embedding>>(config_.batching, std::move(text_runs), observe_as("text"));
+  if (first.has_tower(Modality::kAudio))
+    audio_q_ = std::make_unique<BatchQueue<Bytes, Embedding>>(config_.batching, std::move(audio_runs), observe_as("audio"));
 }
 
 ServedModel::~ServedModel() {
@@ -176,8 +185,8 @@ bool ServedModel::takes(Modality m) const {
 }
 
 void ServedModel::check_text(std::string_view text) const {
-  if (!embedder_) throw Error("model '" + name_ + "' takes no text");
-  embedder_->check_text(text);
+  if (embedders_.empty()) throw Error("model '" + name_ + "' takes no text");
+  embedders_[0]->check_text(text);
 }
 
 bool ServedModel::embed_image(Bytes encoded, EmbeddingDone done) {
@@ -189,7 +198,8 @@ bool ServedModel::embed_text(std::string text, EmbeddingDone done) {
 bool ServedModel::embed_audio(Bytes encoded, EmbeddingDone done) {
   return audio_q_ && audio_q_->push(std::move(encoded), std::move(done));
 }
-std::vector<BatchResult<std::vector<ocr::OcrLine>>> ServedModel::read_lines(std::vector<Bytes>& encoded) {
+std::vector<BatchResult<std::vector<ocr::OcrLine>>> ServedModel::read_lines(ocr::OcrPipeline& ocr,
+                                                                          std::vector<Bytes>& encoded) {
   std::vector<BatchResult<std::vector<ocr::OcrLine>>> out(encoded.size());
   std::vector<image::Image> images;
   std::vector<size_t> decoded;  // which items decoded; the others fail alone
@@ -202,12 +212,12 @@ std::vector<BatchResult<std::vector<ocr::OcrLine>>> ServedModel::read_lines(std:
     }
   }
   try {
-    std::vector<std::vector<ocr::OcrLine>> lines = ocr_->run_many(images);
+    std::vector<std::vector<ocr::OcrLine>> lines = ocr.run_many(images);
     for (size_t k = 0; k < decoded.size(); ++k) out[decoded[k]].value = std::move(lines[k]);
   } catch (const std::exception&) {  // find the image at fault: each alone
     for (size_t k = 0; k < decoded.size(); ++k) {
       try {
-        out[decoded[k]].value = ocr_->run(images[k]);
+        out[decoded[k]].value = ocr.run(images[k]);
       } catch (const std::exception& e) {
         out[decoded[k]].error = e.what();
       }
@@ -243,11 +253,11 @@ size_t ServedModel::in_flight() const {
 
 const std::vector<ValueInfo>& ServedModel::input_info() const {
   static const std::vector<ValueInfo> none;
-  return session_ ? session_->inputs() : none;
+  return sessions_.empty() ? none : sessions_[0]->inputs();
 }
 const std::vector<ValueInfo>& ServedModel::output_info() const {
   static const std::vector<ValueInfo> none;
-  return session_ ? session_->outputs() : none;
+  return sessions_.empty() ? none : sessions_[0]->outputs();
 }
 
 std::vector<std::pair<const char*, size_t>> ServedModel::chosen_batch_sizes() const {
@@ -261,10 +271,10 @@ std::vector<std::pair<const char*, size_t>> ServedModel::chosen_batch_sizes() co
 nlohmann::json ServedModel::metadata() const {
   nlohmann::json j = {{"name", name_}, {"versions", {std::to_string(version_)}}, {"platform", "mminfer_" + kind_}};
   nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
-  if (session_) {
-    for (const ValueInfo& v : session_->inputs()) inputs.push_back(tensor_meta(v));
-    for (const ValueInfo& v : session_->outputs()) outputs.push_back(tensor_meta(v));
-  } else if (ocr_) {
+  if (!sessions_.empty()) {
+    for (const ValueInfo& v : sessions_[0]->inputs()) inputs.push_back(tensor_meta(v));
+    for (const ValueInfo& v : sessions_[0]->outputs()) outputs.push_back(tensor_meta(v));
+  } else if (!ocrs_.empty()) {
     inputs.push_back({{"name", "image"}, {"datatype", "BYTES"}, {"shape", {1}}});
     outputs.push_back({{"name", "lines"}, {"datatype", "BYTES"}, {"shape", {-1}}});
   } else {

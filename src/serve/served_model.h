@@ -49,9 +49,9 @@ class ServedModel {
   nlohmann::json metadata() const;  // KServe v2 model metadata
 
   bool takes(Modality m) const;
-  bool is_ocr() const { return ocr_ != nullptr; }
-  bool is_tensor_model() const { return session_ != nullptr; }
-  const pipelines::Embedder* embedder() const { return embedder_.get(); }
+  bool is_ocr() const { return !ocrs_.empty(); }
+  bool is_tensor_model() const { return !sessions_.empty(); }
+  const pipelines::Embedder* embedder() const { return embedders_.empty() ? nullptr : embedders_[0].get(); }
 
   using EmbeddingDone = std::function<void(BatchResult<Embedding>)>;
   using OcrDone = std::function<void(BatchResult<std::vector<ocr::OcrLine>>)>;
@@ -81,7 +81,7 @@ class ServedModel {
 
  private:
   // One OCR batch: images that do not decode fail alone; the rest are read together.
-  std::vector<BatchResult<std::vector<ocr::OcrLine>>> read_lines(std::vector<Bytes>& encoded);
+  std::vector<BatchResult<std::vector<ocr::OcrLine>>> read_lines(ocr::OcrPipeline& ocr, std::vector<Bytes>& encoded);
 
   std::string name_;
   int version_;
@@ -90,9 +90,10 @@ class ServedModel {
   std::string preprocess_id_;
   std::vector<std::string> labels_, templates_{"{}"};
   float logit_scale_ = 0;
-  std::unique_ptr<Session> session_;
-  std::unique_ptr<ocr::OcrPipeline> ocr_;
-  std::unique_ptr<pipelines::Embedder> embedder_;
+  // One per instance (config.json "instances"); only one of the three is used.
+  std::vector<std::unique_ptr<Session>> sessions_;
+  std::vector<std::unique_ptr<ocr::OcrPipeline>> ocrs_;
+  std::vector<std::unique_ptr<pipelines::Embedder>> embedders_;
   // Last: destroyed first, so they drain while what they run still exists.
   std::unique_ptr<BatchQueue<Bytes, Embedding>> image_q_;
   std::unique_ptr<BatchQueue<std::string, Embedding>> text_q_;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <future>
 
 namespace mminfer::serve {
@@ -143,6 +145,41 @@ TEST(BatchQueue, InFlightCountsWaitingAndRunningUntilAnswered) {
   q.stop();
   EXPECT_EQ(answered, 3);
   EXPECT_EQ(q.in_flight(), 0u);
+}
+
+// Two instances: two workers, each with its own run, work at the same time.
+TEST(BatchQueue, InstancesRunTheirBatchesAtTheSameTime) {
+  BatchPolicy p;
+  p.max_batch_size = 1;
+  p.capacity = 16;
+  std::mutex mu;
+  std::condition_variable cv;
+  int inside = 0, most = 0;
+  std::atomic<int> by_first{0}, by_second{0};
+  auto run = [&](std::atomic<int>& count) {
+    return [&](std::vector<int>& in) {
+      std::unique_lock<std::mutex> lock(mu);
+      most = std::max(most, ++inside);
+      cv.notify_all();
+      // Hold the batch until the other worker is inside too (or a while has passed).
+      cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return inside >= 2; });
+      --inside;
+      count += static_cast<int>(in.size());
+      return std::vector<Queue::Result>(in.size());
+    };
+  };
+  std::atomic<int> answered{0};
+  {
+    Queue q(p, std::vector<Queue::RunBatch>{run(by_first), run(by_second)});
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(q.push(i, [&](Queue::Result r) { answered += r.error.empty(); }));
+    q.stop();
+    EXPECT_EQ(q.in_flight(), 0u);
+  }
+  EXPECT_EQ(answered, 8);
+  EXPECT_EQ(by_first + by_second, 8);
+  EXPECT_EQ(most, 2);
+  EXPECT_GT(by_first, 0);
+  EXPECT_GT(by_second, 0);
 }
 
 }  // namespace

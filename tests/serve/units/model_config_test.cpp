@@ -8,7 +8,7 @@ namespace {
 TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   auto j = nlohmann::json::parse(R"({"max_batch_size": 16, "max_queue_delay_us": 5000, "preferred_batch_size": [8, 16],
     "queue_capacity": 64, "latency_target_ms": 40, "cache": false, "threads": 2, "opt_level": 1,
-    "precision": "vision=int8,text=bf16", "keep_fp32": "proj"})");
+    "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "instances": 2})");
   ModelConfig c = ModelConfig::from_json(j, "m/config.json");
   EXPECT_EQ(c.batching.max_batch_size, 16);
   EXPECT_EQ(c.batching.max_queue_delay.count(), 5000);
@@ -20,6 +20,7 @@ TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   EXPECT_EQ(c.session.precision.of(Modality::kText), Precision::kBf16);
   EXPECT_EQ(c.session.precision.of(Modality::kAudio), Precision::kFp32);
   EXPECT_EQ(c.session.precision.keep_fp32, "proj");
+  EXPECT_EQ(c.instances, 2);
   ModelConfig again = ModelConfig::from_json(c.to_json(), "again");
   EXPECT_EQ(again.to_json(), c.to_json());
   EXPECT_EQ(again.session.precision.of(Modality::kText), Precision::kBf16);
@@ -43,6 +44,7 @@ TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
              {R"({"max_batch_size": 0})", "max_batch_size must be between 1 and 1024"},
              {R"({"max_batch_size": 4, "preferred_batch_size": [8]})", "preferred_batch_size 8 is above max_batch_size"},
              {R"({"opt_level": 3})", "opt_level must be between 0 and 2"},
+             {R"({"instances": 0})", "instances must be between 1 and 16"},
              {R"({"precison": "int8"})", "unknown key 'precison'"},
              {R"([1, 2])", "expected a JSON object"}};
   for (const Bad& b : bad) {
