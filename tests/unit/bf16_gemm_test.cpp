@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/bf16_gemm.h"
-#include "kernels/cpu/registry.h"
+#include "kernel_run.h"
 
 namespace {
 
@@ -116,22 +116,7 @@ TEST(Bf16Gemm, FusedMatMulPrecisionAttributeSelectsIt) {
   Attributes attrs;
   attrs.set("activation", std::string("Gelu"));
   attrs.set("precision", std::string("bf16"));
-  KernelSpec spec;
-  spec.name = spec.op_type = "FusedMatMul";
-  spec.domain = "mminfer";
-  spec.opset = 1;
-  spec.attrs = &attrs;
-  spec.num_inputs = 3;
-  spec.num_outputs = 1;
-  spec.input_dtypes = {DType::kFloat32, DType::kFloat32, DType::kFloat32};
-  spec.constant_inputs = {nullptr, &w, &b};
-  auto kernel = Registry::instance().create(spec);
-  Inputs in = {&a, &w, &b};
-  std::vector<TensorDesc> d(1);
-  kernel->infer(in, d);
-  Tensor y = Tensor::empty(d[0].dtype, d[0].shape);
-  Outputs out = {&y};
-  kernel->run(in, out);
+  Tensor y = mminfer::testing::run_kernel_once("FusedMatMul", "mminfer", 1, attrs, {&a, &w, &b}, {false, true, true});
   Bf16Gemm direct(wv.data(), K, N, false, 1.f, bv.data(), Activation::parse("Gelu"));
   std::vector<float> want(M * N);
   direct.run(av.data(), M, want.data());

@@ -13,6 +13,7 @@
 #include "kernels/cpu/int8_epilogue.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cpu/quantize_rows.h"
+#include "kernel_run.h"
 #include "kernels/cpu/registry.h"
 
 namespace {
@@ -358,23 +359,7 @@ Tensor tensor(const Shape& shape, const std::vector<float>& v) {
 }
 
 Tensor run_fused(const Attributes& attrs, const Tensor& a, const Tensor& w, const Tensor& b) {
-  KernelSpec spec;
-  spec.name = spec.op_type = "FusedMatMul";
-  spec.domain = "mminfer";
-  spec.opset = 1;
-  spec.attrs = &attrs;
-  spec.num_inputs = 3;
-  spec.num_outputs = 1;
-  spec.input_dtypes = {DType::kFloat32, DType::kFloat32, DType::kFloat32};
-  spec.constant_inputs = {nullptr, &w, &b};
-  auto kernel = Registry::instance().create(spec);
-  Inputs in = {&a, &w, &b};
-  std::vector<TensorDesc> d(1);
-  kernel->infer(in, d);
-  Tensor y = Tensor::empty(d[0].dtype, d[0].shape);
-  Outputs out = {&y};
-  kernel->run(in, out);
-  return y;
+  return mminfer::testing::run_kernel_once("FusedMatMul", "mminfer", 1, attrs, {&a, &w, &b}, {false, true, true});
 }
 
 TEST(Int8Gemm, FusedMatMulPrecisionAttributeSelectsIt) {
@@ -410,21 +395,7 @@ TEST(Int8Gemm, GemmWithTransposedWeightsAlphaAndBeta) {
   attrs.set("alpha", 0.5f);
   attrs.set("beta", 2.f);
   attrs.set("precision", std::string("int8"));
-  KernelSpec spec;
-  spec.name = spec.op_type = "Gemm";
-  spec.opset = 13;
-  spec.attrs = &attrs;
-  spec.num_inputs = 3;
-  spec.num_outputs = 1;
-  spec.input_dtypes = {DType::kFloat32, DType::kFloat32, DType::kFloat32};
-  spec.constant_inputs = {nullptr, &wt, &c};
-  auto kernel = Registry::instance().create(spec);
-  Inputs in = {&a, &wt, &c};
-  std::vector<TensorDesc> d(1);
-  kernel->infer(in, d);
-  Tensor y = Tensor::empty(d[0].dtype, d[0].shape);
-  Outputs out = {&y};
-  kernel->run(in, out);
+  Tensor y = mminfer::testing::run_kernel_once("Gemm", "", 13, attrs, {&a, &wt, &c}, {false, true, true});
   std::vector<float> bias(N);
   for (int64_t n = 0; n < N; ++n) bias[n] = 2.f * c.data<float>()[n];
   Int8Gemm direct(wt.data<float>(), K, N, true, 0.5f, bias.data(), Activation{}, false);

@@ -74,17 +74,7 @@ Bf16Gemm::Plan& Bf16Gemm::plan_for(int64_t M, bool sum) {
   if (it != plans_.end()) return it->second;
   if (plans_.size() >= 32) plans_.erase(plans_.begin());  // bound memory under shape churn
   try {
-    dnnl::memory::desc a_md({M, K_}, dt::bf16, tag::ab);
-    dnnl::memory::desc w_md({K_, N_}, dt::bf16, tag::any);
-    dnnl::memory::desc y_md({M, N_}, dt::f32, tag::ab);
-    dnnl::primitive_attr attr;
-    dnnl::post_ops ops;
-    if (sum) ops.append_sum(1.f);  // Y already holds the residual
-    if (fused_act_) append_activation(ops, act_);
-    attr.set_post_ops(ops);
-    auto desc = bias_.empty() ? dnnl::matmul::desc(a_md, w_md, y_md)
-                              : dnnl::matmul::desc(a_md, w_md, bias_mem_.get_desc(), y_md);
-    dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
+    auto pd = epilogue_matmul(M, K_, N_, dt::bf16, bias_.empty() ? nullptr : &bias_mem_, sum, fused_act_, act_);
     Plan plan;
     plan.prim = dnnl::matmul(pd);
     plan.weights = packed_.get(plain_weights_, pd.weights_desc());

@@ -46,14 +46,25 @@ ConstWeightGemm::ConstWeightGemm(const float* w, int64_t K, int64_t N, bool w_tr
   // copy of it is needed later: other row counts repack from this packing if they differ.
   if (K_ > 0 && N_ > 0) {
     try {
-      dnnl::memory::desc a_md({kTypicalRows, K_}, dt::f32, tag::ab), w_any({K_, N_}, dt::f32, tag::any);
-      dnnl::memory::desc y_md({kTypicalRows, N_}, dt::f32, tag::ab);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_any, y_md), dnnl_engine());
-      packed_.get(plain, pd.weights_desc());
+      packed_.get(plain, epilogue_matmul(kTypicalRows, K_, N_, dt::f32, nullptr, false, false, act_).weights_desc());
     } catch (const dnnl::error& e) {
       fail_dnnl("matmul primitive", e);
     }
   }
+}
+
+dnnl::matmul::primitive_desc epilogue_matmul(int64_t M, int64_t K, int64_t N, dt type, const dnnl::memory* bias,
+                                             bool sum, bool fuse_act, const Activation& act) {
+  dnnl::memory::desc a_md({M, K}, type, tag::ab);
+  dnnl::memory::desc w_md({K, N}, type, tag::any);
+  dnnl::memory::desc y_md({M, N}, dt::f32, tag::ab);
+  dnnl::primitive_attr attr;
+  dnnl::post_ops ops;
+  if (sum) ops.append_sum(1.f);
+  if (fuse_act) append_activation(ops, act);
+  attr.set_post_ops(ops);
+  auto desc = bias ? dnnl::matmul::desc(a_md, w_md, bias->get_desc(), y_md) : dnnl::matmul::desc(a_md, w_md, y_md);
+  return dnnl::matmul::primitive_desc(desc, attr, dnnl_engine());
 }
 
 ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M, bool sum) {
@@ -61,17 +72,7 @@ ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M, bool sum) {
   if (it != plans_.end()) return it->second;
   if (plans_.size() >= 32) plans_.erase(plans_.begin());  // bound memory under shape churn
   try {
-    dnnl::memory::desc a_md({M, K_}, dt::f32, tag::ab);
-    dnnl::memory::desc w_md({K_, N_}, dt::f32, tag::any);
-    dnnl::memory::desc y_md({M, N_}, dt::f32, tag::ab);
-    dnnl::primitive_attr attr;
-    dnnl::post_ops ops;
-    if (sum) ops.append_sum(1.f);  // Y already holds the residual
-    if (fused_act_) append_activation(ops, act_);
-    attr.set_post_ops(ops);
-    auto desc = bias_.empty() ? dnnl::matmul::desc(a_md, w_md, y_md)
-                              : dnnl::matmul::desc(a_md, w_md, bias_mem_.get_desc(), y_md);
-    dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
+    auto pd = epilogue_matmul(M, K_, N_, dt::f32, bias_.empty() ? nullptr : &bias_mem_, sum, fused_act_, act_);
     Plan plan;
     plan.prim = dnnl::matmul(pd);
     plan.weights = packed_.get(dnnl::memory(), pd.weights_desc());  // from the first packing

@@ -57,6 +57,12 @@ class ConstWeightGemm final : public PackedGemm {
   std::mutex mu_;
 };
 
+// The matmul Y[M,N] (f32) = A[M,K] (`type`) · W[K,N] (`type`, layout left to oneDNN) + bias
+// (f32 [1,N], when `bias` is non-null) with the residual sum (Y holds it already) and `act`
+// (when `fuse_act`) as post-ops: the FP32 and BF16 packed GEMMs' primitive.
+dnnl::matmul::primitive_desc epilogue_matmul(int64_t M, int64_t K, int64_t N, dnnl::memory::data_type type,
+                                             const dnnl::memory* bias, bool sum, bool fuse_act, const Activation& act);
+
 struct KernelSpec;
 // The packed GEMM a node's `precision` attribute asks for: Int8Gemm for "int8" (when K allows),
 // ConstWeightGemm otherwise. Same arguments as ConstWeightGemm's constructor.
