@@ -14,7 +14,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from check_precision_accuracy import ensure_model  # noqa: E402
-from output_compare import load_output, run_tool  # noqa: E402
+from output_compare import load_output, run_tool, verdict  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -73,10 +73,7 @@ def main():
     left = [line for line in graph.splitlines() if line.strip().startswith("Cast ")]
     if left:
         failures.append(f"{len(left)} Cast nodes left after optimization, e.g. {left[0].strip()}")
-    for f in failures:
-        print("FAIL:", f)
-    print("PASS" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from output_compare import load_output, run_tool  # noqa: E402
+from output_compare import load_output, run_tool, verdict  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -112,10 +112,7 @@ def main():
         if res.returncode == 0 or len(lines) != 1 or says not in lines[0]:
             failures.append(f"{bad}: expected one line saying '{says}', got rc {res.returncode}: {res.stderr.strip()!r}")
 
-    for f in failures:
-        print("FAIL:", f)
-    print("PASS" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":

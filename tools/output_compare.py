@@ -25,6 +25,14 @@ def run_tool(cmd, what):
     return proc.stdout
 
 
+def verdict(failures):
+    """Prints each failure and PASS or the count; the exit status for a check tool."""
+    for f in failures:
+        print("FAIL:", f)
+    print("PASS" if not failures else f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
 def run_mminfer(mminfer, model, inputs, out_dir, threads=0, opt_level=None):
     """inputs: {name: path}; mminfer writes each output as out_dir/<file_safe(name)>.npy."""
     cmd = [mminfer, "run", model, "--output-dir", out_dir]

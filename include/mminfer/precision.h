@@ -42,6 +42,9 @@ struct PrecisionPolicy {
 // (modalities: vision, text, audio, other, all); later entries override earlier ones. "fp16"
 // is recognised and refused as not available yet. Errors are one line.
 Status parse_precision(const std::string& spec, PrecisionPolicy* policy);
+// The per-modality choice written back as parse_precision reads it: one word when every modality
+// agrees ("fp32"), else "vision=int8,text=bf16,audio=fp32,other=fp32".
+std::string precision_spec(const PrecisionPolicy& policy);
 // Sets keep_fp32 after checking that `regex` compiles.
 Status set_keep_fp32(const std::string& regex, PrecisionPolicy* policy);
 

@@ -86,18 +86,15 @@ int cmd_optimize(int argc, char** argv) {
   int threads = args.get_int("--threads", 0);
 
   onnx::ModelProto model = read_model(in);
-  std::filesystem::path dir = std::filesystem::path(in).parent_path();
-  std::vector<std::string> candidates = onnx_io::dynamic_int8_candidates(model, dir.empty() ? "." : dir.string());
+  std::vector<std::string> candidates = onnx_io::dynamic_int8_candidates(model);
   std::vector<std::string> layers = policy_layers(in, policy, candidates);
 
   SessionOptions opts;
   opts.threads = threads;
   std::unique_ptr<Session> session;
   if (Status st = Session::load(in, opts, &session); !st) throw Error(st.message());
-  std::vector<NamedTensor> inputs = model_inputs(args, *session);
-  session.reset();
-
-  Int8Guard guard(model, in, inputs, threads);
+  Int8Guard guard(model, in, *session, model_inputs(args, *session), threads);
+  session.reset();  // the FP32 reference is taken
   GuardReport report = guard.choose(layers, min_cosine, args.has("--sensitivity"));
   onnx::ModelProto result = guard.write({report.int8.begin(), report.int8.end()});
   {

@@ -15,20 +15,20 @@ namespace mminfer::cli {
 
 namespace {
 
-std::vector<Tensor> run_model(const std::string& path, int threads, bool per_tensor, const std::vector<NamedTensor>& inputs,
-                              std::vector<std::string>* names = nullptr) {
+std::vector<Tensor> run_session(Session& session, const std::vector<NamedTensor>& inputs) {
+  std::vector<Tensor> out;
+  if (Status st = session.run(inputs, &out); !st) throw Error(st.message());
+  return out;
+}
+
+// The trial file, as the file says: activations quantized per tensor.
+std::vector<Tensor> run_trial(const std::string& path, int threads, const std::vector<NamedTensor>& inputs) {
   SessionOptions opts;
   opts.threads = threads;
-  opts.precision.int8_per_tensor = per_tensor;
+  opts.precision.int8_per_tensor = true;
   std::unique_ptr<Session> session;
-  Status st = Session::load(path, opts, &session);
-  if (!st) throw Error(st.message());
-  std::vector<Tensor> out;
-  st = session->run(inputs, &out);
-  if (!st) throw Error(st.message());
-  if (names)
-    for (const ValueInfo& v : session->outputs()) names->push_back(v.name);
-  return out;
+  if (Status st = Session::load(path, opts, &session); !st) throw Error(st.message());
+  return run_session(*session, inputs);
 }
 
 // Cosine per row of the first axis (the whole tensor when rank < 2) and the largest error.
@@ -64,11 +64,13 @@ double worst(const std::vector<OutputAccuracy>& outs) {
 
 }  // namespace
 
-Int8Guard::Int8Guard(const onnx::ModelProto& model, const std::string& path, std::vector<NamedTensor> inputs, int threads)
+Int8Guard::Int8Guard(const onnx::ModelProto& model, const std::string& path, Session& fp32,
+                     std::vector<NamedTensor> inputs, int threads)
     : model_(model), inputs_(std::move(inputs)), threads_(threads) {
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   base_dir_ = dir.empty() ? "." : dir.string();
-  reference_ = run_model(path, threads_, false, inputs_, &names_);
+  reference_ = run_session(fp32, inputs_);
+  for (const ValueInfo& v : fp32.outputs()) names_.push_back(v.name);
 }
 
 onnx::ModelProto Int8Guard::write(const std::set<std::string>& layers) const {
@@ -86,7 +88,7 @@ std::vector<OutputAccuracy> Int8Guard::measure(const std::set<std::string>& laye
   }
   std::vector<Tensor> got;
   try {
-    got = run_model(tmp, threads_, true, inputs_);
+    got = run_trial(tmp, threads_, inputs_);
   } catch (...) {
     std::filesystem::remove(tmp);
     throw;

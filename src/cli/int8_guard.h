@@ -32,8 +32,10 @@ struct GuardReport {
 
 class Int8Guard {
  public:
-  // `model` as read from `path`; `inputs` the evaluation set; threads for the sessions.
-  Int8Guard(const onnx::ModelProto& model, const std::string& path, std::vector<NamedTensor> inputs, int threads);
+  // `model` as read from `path` and `fp32` loaded from it; `inputs` the evaluation set;
+  // threads for the trial sessions.
+  Int8Guard(const onnx::ModelProto& model, const std::string& path, Session& fp32, std::vector<NamedTensor> inputs,
+            int threads);
 
   // The outputs' accuracy with `layers` in INT8.
   std::vector<OutputAccuracy> measure(const std::set<std::string>& layers);

@@ -45,7 +45,7 @@ onnx::NodeProto make_node(const std::string& op, const std::vector<std::string>&
 
 }  // namespace
 
-std::vector<std::string> dynamic_int8_candidates(const onnx::ModelProto& model, const std::string& base_dir) {
+std::vector<std::string> dynamic_int8_candidates(const onnx::ModelProto& model) {
   auto inits = initializers(model.graph());
   std::vector<std::string> out;
   for (const auto& n : model.graph().node())

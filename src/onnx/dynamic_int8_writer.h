@@ -15,7 +15,7 @@ namespace mminfer::onnx_io {
 
 // MatMul nodes that can take the form (a constant float32 [K, N] B), by first output name, in
 // graph order.
-std::vector<std::string> dynamic_int8_candidates(const onnx::ModelProto& model, const std::string& base_dir);
+std::vector<std::string> dynamic_int8_candidates(const onnx::ModelProto& model);
 
 // Rewrites the candidates whose first output is in `targets`; float weights nothing reads any
 // more are dropped. Returns how many MatMuls changed.

@@ -97,6 +97,16 @@ Status parse_precision(const std::string& spec, PrecisionPolicy* policy) {
   return Status::ok();
 }
 
+std::string precision_spec(const PrecisionPolicy& policy) {
+  bool same = true;
+  for (Precision p : policy.by_modality) same = same && p == policy.by_modality[0];
+  if (same) return precision_name(policy.by_modality[0]);
+  std::string out;
+  for (int m = 0; m < kNumModalities; ++m)
+    out += std::string(m ? "," : "") + modality_name(static_cast<Modality>(m)) + "=" + precision_name(policy.by_modality[m]);
+  return out;
+}
+
 Status set_keep_fp32(const std::string& regex, PrecisionPolicy* policy) {
   try {
     std::regex check(regex, std::regex::ECMAScript);

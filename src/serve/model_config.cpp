@@ -45,8 +45,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& p
       c.instances = static_cast<int>(integer(v, path, "instances", 1, 16));
     } else if (key == "precision") {
       if (!v.is_string()) throw Error(path + ": precision must be a string such as \"int8\" or \"vision=int8,text=bf16\"");
-      c.precision = v.get<std::string>();
-      if (Status st = parse_precision(c.precision, &c.session.precision); !st) throw Error(path + ": " + st.message());
+      if (Status st = parse_precision(v.get<std::string>(), &c.session.precision); !st) throw Error(path + ": " + st.message());
     } else if (key == "keep_fp32") {
       if (!v.is_string()) throw Error(path + ": keep_fp32 must be a string (a regular expression over node names)");
       if (Status st = set_keep_fp32(v.get<std::string>(), &c.session.precision); !st) throw Error(path + ": " + st.message());
@@ -73,7 +72,7 @@ nlohmann::json ModelConfig::to_json() const {
           {"cache", cache},
           {"threads", session.threads},
           {"opt_level", session.opt_level},
-          {"precision", precision},
+          {"precision", precision_spec(session.precision)},
           {"keep_fp32", session.precision.keep_fp32},
           {"instances", instances}};
 }

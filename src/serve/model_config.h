@@ -21,7 +21,6 @@ struct ModelConfig {
   BatchPolicy batching;
   bool cache = true;  // results and features of this model go through the server's cache
   SessionOptions session;
-  std::string precision = "fp32";  // as written, for to_json (session.precision holds it parsed)
   int instances = 1;                // copies of the model, each with a worker on every queue
 
   // Throws Error "<path>: <key> ..." naming the bad key.

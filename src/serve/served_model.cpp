@@ -232,23 +232,11 @@ bool ServedModel::infer(std::vector<NamedTensor> inputs, TensorsDone done) {
 }
 
 size_t ServedModel::queued() const {
-  size_t n = 0;
-  if (image_q_) n += image_q_->depth();
-  if (text_q_) n += text_q_->depth();
-  if (audio_q_) n += audio_q_->depth();
-  if (ocr_q_) n += ocr_q_->depth();
-  if (tensor_q_) n += tensor_q_->depth();
-  return n;
+  return sum_over_queues([](const auto& q) { return q.depth(); });
 }
 
 size_t ServedModel::in_flight() const {
-  size_t n = 0;
-  if (image_q_) n += image_q_->in_flight();
-  if (text_q_) n += text_q_->in_flight();
-  if (audio_q_) n += audio_q_->in_flight();
-  if (ocr_q_) n += ocr_q_->in_flight();
-  if (tensor_q_) n += tensor_q_->in_flight();
-  return n;
+  return sum_over_queues([](const auto& q) { return q.in_flight(); });
 }
 
 const std::vector<ValueInfo>& ServedModel::input_info() const {

@@ -80,6 +80,17 @@ class ServedModel {
   std::vector<std::pair<const char*, size_t>> chosen_batch_sizes() const;
 
  private:
+  // f(queue) summed over the model's queues.
+  template <class F>
+  size_t sum_over_queues(F f) const {
+    size_t n = 0;
+    if (image_q_) n += f(*image_q_);
+    if (text_q_) n += f(*text_q_);
+    if (audio_q_) n += f(*audio_q_);
+    if (ocr_q_) n += f(*ocr_q_);
+    if (tensor_q_) n += f(*tensor_q_);
+    return n;
+  }
   // One OCR batch: images that do not decode fail alone; the rest are read together.
   std::vector<BatchResult<std::vector<ocr::OcrLine>>> read_lines(ocr::OcrPipeline& ocr, std::vector<Bytes>& encoded);
 

@@ -36,6 +36,12 @@ TEST(PrecisionPolicy, ParsesShorthandAndLists) {
   EXPECT_FALSE(p.any_int8());
   EXPECT_TRUE(p.any_below_fp32());
   EXPECT_STREQ(precision_name(p.of(Modality::kAudio)), "bf16");
+  EXPECT_EQ(precision_spec(p), "bf16");
+  ASSERT_TRUE(parse_precision("vision=int8,text=bf16", &p));
+  EXPECT_EQ(precision_spec(p), "vision=int8,text=bf16,audio=bf16,other=bf16");
+  PrecisionPolicy again;
+  ASSERT_TRUE(parse_precision(precision_spec(p), &again));
+  EXPECT_EQ(again.by_modality, p.by_modality);
 }
 
 TEST(PrecisionPolicy, BadValuesGiveOneLineErrorsAndLeaveThePolicyAlone) {

@@ -97,16 +97,7 @@ void Bf16Gemm::run(const float* a, int64_t M, float* y, const float* residual) {
   uint16_t* ab = a_bf16_.data();
   parallel_for(static_cast<int64_t>(mk), 32768, [&](int64_t i0, int64_t i1) { round_all(a + i0, ab + i0, i1 - i0); });
   dnnl::memory a_mem({{M, K_}, dt::bf16, tag::ab}, dnnl_engine(), ab);
-  dnnl::memory y_mem({{M, N_}, dt::f32, tag::ab}, dnnl_engine(), y);
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, y_mem}};
-  if (!bias_.empty()) args[DNNL_ARG_BIAS] = bias_mem_;
-  try {
-    plan.prim.execute(dnnl_stream(), args);
-    dnnl_stream().wait();
-  } catch (const dnnl::error& e) {
-    fail_dnnl("bf16 matmul", e);
-  }
+  run_epilogue_matmul(plan.prim, a_mem, plan.weights, bias_.empty() ? nullptr : &bias_mem_, y, M, N_, "bf16 matmul");
   if (!fused_act_) apply_epilogue(y, M, N_, nullptr, act_);
 }
 

@@ -67,6 +67,19 @@ dnnl::matmul::primitive_desc epilogue_matmul(int64_t M, int64_t K, int64_t N, dt
   return dnnl::matmul::primitive_desc(desc, attr, dnnl_engine());
 }
 
+void run_epilogue_matmul(const dnnl::matmul& prim, const dnnl::memory& src, const dnnl::memory& weights,
+                         const dnnl::memory* bias, float* y, int64_t M, int64_t N, const char* what) {
+  dnnl::memory y_mem({{M, N}, dt::f32, tag::ab}, dnnl_engine(), y);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, y_mem}};
+  if (bias) args[DNNL_ARG_BIAS] = *bias;
+  try {
+    prim.execute(dnnl_stream(), args);
+    dnnl_stream().wait();
+  } catch (const dnnl::error& e) {
+    fail_dnnl(what, e);
+  }
+}
+
 ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M, bool sum) {
   auto it = plans_.find({M, sum});
   if (it != plans_.end()) return it->second;
@@ -93,16 +106,7 @@ void ConstWeightGemm::run(const float* a, int64_t M, float* y, const float* resi
   std::lock_guard<std::mutex> lock(mu_);
   Plan& plan = plan_for(M, residual != nullptr);
   dnnl::memory a_mem({{M, K_}, dt::f32, tag::ab}, dnnl_engine(), const_cast<float*>(a));
-  dnnl::memory y_mem({{M, N_}, dt::f32, tag::ab}, dnnl_engine(), y);
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, y_mem}};
-  if (!bias_.empty()) args[DNNL_ARG_BIAS] = bias_mem_;
-  try {
-    plan.prim.execute(dnnl_stream(), args);
-    dnnl_stream().wait();
-  } catch (const dnnl::error& e) {
-    fail_dnnl("matmul", e);
-  }
+  run_epilogue_matmul(plan.prim, a_mem, plan.weights, bias_.empty() ? nullptr : &bias_mem_, y, M, N_, "matmul");
   if (!fused_act_) apply_epilogue(y, M, N_, nullptr, act_);
 }
 

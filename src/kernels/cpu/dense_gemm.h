@@ -62,6 +62,10 @@ class ConstWeightGemm final : public PackedGemm {
 // (when `fuse_act`) as post-ops: the FP32 and BF16 packed GEMMs' primitive.
 dnnl::matmul::primitive_desc epilogue_matmul(int64_t M, int64_t K, int64_t N, dnnl::memory::data_type type,
                                              const dnnl::memory* bias, bool sum, bool fuse_act, const Activation& act);
+// Runs such a primitive on `src` (M x K), packed `weights` and `bias` (may be null) into y (M x N,
+// f32); oneDNN's refusals become our one-line errors naming `what`.
+void run_epilogue_matmul(const dnnl::matmul& prim, const dnnl::memory& src, const dnnl::memory& weights,
+                         const dnnl::memory* bias, float* y, int64_t M, int64_t N, const char* what);
 
 struct KernelSpec;
 // The packed GEMM a node's `precision` attribute asks for: Int8Gemm for "int8" (when K allows),
