@@ -132,8 +132,7 @@ bool fuse_matmul_bias(ir::Graph& g, const PassContext&) {
     }
     fused.attrs.set("activation", act ? act->first : std::string());
     if (act) fused.attrs.set("activation_params", act->second);
-    for (const char* keep : {"precision", "int8_activations"})  // set by absorb_dynamic_quantization
-      if (mm.attrs.has(keep)) fused.attrs.set(keep, mm.attrs.get_string(keep, ""));
+    copy_precision_attrs(mm, fused);  // set by absorb_* or assign_precision
     fused.outputs = {out};
     replace_nodes(g, replaced, std::move(fused));
     uses = UseCounts(g);

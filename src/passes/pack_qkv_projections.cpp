@@ -126,12 +126,10 @@ bool pack_qkv_projections(ir::Graph& g, const PassContext&) {
     int64_t k = proj[0].w->dim(0), total = 0;
     bool same = true;
     // One GEMM runs in one precision: the three must agree (an INT8 model's marking survives).
-    std::string precision = g.nodes[proj[0].matmul].attrs.get_string("precision", "");
-    std::string granularity = g.nodes[proj[0].matmul].attrs.get_string("int8_activations", "");
+    const ir::Node first = g.nodes[proj[0].matmul];  // a copy: nodes are appended below
     for (const Projection& p : proj) {
       const ir::Node& m = g.nodes[p.matmul];
-      same = same && m.inputs[0] == x && p.w->dim(0) == k && m.attrs.get_string("precision", "") == precision &&
-             m.attrs.get_string("int8_activations", "") == granularity;
+      same = same && m.inputs[0] == x && p.w->dim(0) == k && same_precision_attrs(m, first);
       total += p.w->dim(1);
     }
     if (!same) continue;
@@ -168,8 +166,7 @@ bool pack_qkv_projections(ir::Graph& g, const PassContext&) {
       gemm.inputs.push_back(bv);
     }
     gemm.attrs.set("activation", std::string());
-    if (!precision.empty()) gemm.attrs.set("precision", precision);
-    if (!granularity.empty()) gemm.attrs.set("int8_activations", granularity);
+    copy_precision_attrs(first, gemm);
     int packed = g.add_value(fresh_name(g, base + "/qkv_out"));
     g.values[packed].dtype = DType::kFloat32;
     gemm.outputs = {packed};

@@ -26,6 +26,7 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
       {"fold_constants", 1, fold_constants},
       {"eliminate_dead_nodes", 1, eliminate_dead_nodes},
       {"absorb_dynamic_quantization", 2, absorb_dynamic_quantization},  // before fuse_matmul_bias
+      {"absorb_qdq", 2, absorb_qdq},  // after fold_constants (weights), before the fusions
       {"fold_conv_batchnorm", 2, fold_conv_batchnorm},
       {"fold_conv_affine", 2, fold_conv_affine},
       {"fuse_layer_norm", 2, fuse_layer_norm},

@@ -142,4 +142,21 @@ std::string fresh_name(const ir::Graph& g, const std::string& base) {
   return name;
 }
 
+namespace {
+const char* const kPrecisionAttrs[] = {"precision", "int8_activations", "int8_range"};
+}
+
+void copy_precision_attrs(const ir::Node& from, ir::Node& to) {
+  for (const char* name : kPrecisionAttrs) {
+    auto it = from.attrs.all().find(name);
+    if (it != from.attrs.all().end()) to.attrs.set(name, it->second);
+  }
+}
+
+bool same_precision_attrs(const ir::Node& a, const ir::Node& b) {
+  return a.attrs.get_string("precision", "") == b.attrs.get_string("precision", "") &&
+         a.attrs.get_string("int8_activations", "") == b.attrs.get_string("int8_activations", "") &&
+         a.attrs.get_floats("int8_range") == b.attrs.get_floats("int8_range");
+}
+
 }  // namespace mminfer::passes

@@ -39,4 +39,10 @@ void make_constant(ir::Value& v, const Tensor& t);
 // A fresh value name that does not clash with existing ones.
 std::string fresh_name(const ir::Graph& g, const std::string& base);
 
+// The attributes that say how a node's arithmetic is quantized (precision, int8_activations,
+// int8_range): a fused or rewritten node carries them over from the node it replaces, and
+// nodes merged into one must agree on them.
+void copy_precision_attrs(const ir::Node& from, ir::Node& to);
+bool same_precision_attrs(const ir::Node& a, const ir::Node& b);
+
 }  // namespace mminfer::passes

@@ -3,6 +3,7 @@
 // activations against Activation::apply; the MatMul kernel's `precision` attribute.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -284,6 +285,56 @@ TEST(Int8Gemm, NaNInARowOrAWeightColumnComesOutNaN) {
   bad_column.run(a.data(), M, y.data());
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) EXPECT_EQ(std::isnan(y[m * N + n]), n == 2) << m << "," << n;
+}
+
+// A calibrated range replaces the measured one: the grid is the range's, values beyond it
+// saturate, and the result equals the per-tensor run whose data spans exactly that range.
+TEST(Int8Gemm, StaticRangeQuantizesOnTheCalibratedGrid) {
+  const int64_t M = 9, K = 48, N = 20;
+  std::vector<float> w = normal(K * N, 31, 0.1f), a = normal(M * K, 32);
+  float lo = 0, hi = 0;
+  for (float v : a) lo = std::min(lo, v), hi = std::max(hi, v);
+  StaticRange exact{lo, hi};
+  Int8Gemm measured(w.data(), K, N, false, 1.f, nullptr, Activation{}, true);
+  Int8Gemm calibrated(w.data(), K, N, false, 1.f, nullptr, Activation{}, false, &exact);
+  std::vector<float> y1(M * N), y2(M * N), yr(M * N);
+  measured.run(a.data(), M, y1.data());
+  calibrated.run(a.data(), M, y2.data());
+  calibrated.run_reference(a.data(), M, yr.data());
+  for (int64_t i = 0; i < M * N; ++i) {
+    EXPECT_EQ(y1[i], y2[i]) << i;
+    EXPECT_NEAR(y2[i], yr[i], 2e-5f * (1.f + std::fabs(yr[i]))) << i;
+  }
+  // Half the range: the values outside saturate to its ends, exactly as the reference does.
+  StaticRange narrow{lo / 2, hi / 2};
+  Int8Gemm clipped(w.data(), K, N, false, 1.f, nullptr, Activation{}, false, &narrow);
+  std::vector<float> clamped = a;
+  for (float& v : clamped) v = std::clamp(v, lo / 2, hi / 2);
+  clipped.run(a.data(), M, y1.data());
+  clipped.run(clamped.data(), M, y2.data());
+  clipped.run_reference(a.data(), M, yr.data());
+  for (int64_t i = 0; i < M * N; ++i) {
+    EXPECT_EQ(y1[i], y2[i]) << i;
+    EXPECT_NEAR(y1[i], yr[i], 2e-5f * (1.f + std::fabs(yr[i]))) << i;
+  }
+}
+
+TEST(Int8Gemm, MalformedStaticRangeIsAnError) {
+  Tensor x = Tensor::empty(DType::kFloat32, {2, 4}), w = Tensor::empty(DType::kFloat32, {4, 3});
+  for (int64_t i = 0; i < 8; ++i) x.data<float>()[i] = static_cast<float>(i);
+  for (int64_t i = 0; i < 12; ++i) w.data<float>()[i] = 0.1f * static_cast<float>(i);
+  for (std::vector<float> bad : {std::vector<float>{1.f}, std::vector<float>{2.f, 1.f},
+                                 std::vector<float>{0.f, std::numeric_limits<float>::infinity()}}) {
+    Attributes attrs;
+    attrs.set("precision", std::string("int8"));
+    attrs.set("int8_range", bad);
+    EXPECT_THROW(mminfer::testing::run_kernel_once("MatMul", "", 13, attrs, {&x, &w}, {false, true}), Error);
+  }
+  Attributes ok;
+  ok.set("precision", std::string("int8"));
+  ok.set("int8_range", std::vector<float>{-1.f, 8.f});
+  Tensor y = mminfer::testing::run_kernel_once("MatMul", "", 13, ok, {&x, &w}, {false, true});
+  EXPECT_NEAR(y.data<float>()[0], 0.f * 0.f + 1 * 0.3f + 2 * 0.6f + 3 * 0.9f, 0.05f);
 }
 
 // ---- AVX2 activations ----

@@ -4,10 +4,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/epilogue.h"
+#include "kernels/cpu/quantize_rows.h"
 
 namespace mminfer::kernels {
 
@@ -68,6 +70,9 @@ void run_epilogue_matmul(const dnnl::matmul& prim, const dnnl::memory& src, cons
                          const dnnl::memory* bias, float* y, int64_t M, int64_t N, const char* what);
 
 struct KernelSpec;
+// A node's calibrated activation range (attribute int8_range = [lo, hi]); nullopt when absent,
+// a one-line error when malformed.
+std::optional<StaticRange> int8_range_attr(const KernelSpec& spec);
 // The packed GEMM a node's `precision` attribute asks for: Int8Gemm for "int8" (when K allows),
 // ConstWeightGemm otherwise. Same arguments as ConstWeightGemm's constructor.
 std::unique_ptr<PackedGemm> make_packed_gemm(const KernelSpec& spec, const float* w, int64_t K, int64_t N,

@@ -23,8 +23,9 @@ int Int8Gemm::weight_limit() {
 }
 
 Int8Gemm::Int8Gemm(const float* w, int64_t K, int64_t N, bool w_transposed, float alpha, const float* bias,
-                   Activation act, bool per_tensor)
-    : K_(K), N_(N), act_(act), per_tensor_(per_tensor) {
+                   Activation act, bool per_tensor, const StaticRange* range)
+    : K_(K), N_(N), act_(act), per_tensor_(per_tensor || range) {
+  if (range) range_ = *range;
   if (K < 1 || K > kMaxK || N < 1) fail("INT8 GEMM needs 1 <= K <= " + std::to_string(kMaxK) + " and N >= 1");
   // Visits alpha · w[k, n] in the order the source is stored, so loading large weights does not
   // stride through memory.
@@ -84,7 +85,7 @@ void Int8Gemm::run(const float* a, int64_t M, float* y, const float* residual) {
   size_t mk = static_cast<size_t>(M * K_), m = static_cast<size_t>(M);
   if (qa_.size() < mk) qa_.resize(mk);
   if (a_scale_.size() < m) a_scale_.resize(m), a_zero_.resize(m);
-  quantize_u8(a, M, K_, per_tensor_, {qa_.data(), a_scale_.data(), a_zero_.data()});
+  quantize_u8(a, M, K_, per_tensor_, {qa_.data(), a_scale_.data(), a_zero_.data()}, range_ ? &*range_ : nullptr);
   // The int32 product goes straight into Y's bytes unless Y also holds the residual.
   int32_t* acc = reinterpret_cast<int32_t*>(y);
   if (residual == y) {
@@ -113,7 +114,7 @@ void Int8Gemm::run_reference(const float* a, int64_t M, float* y, const float* r
   std::vector<uint8_t> q(static_cast<size_t>(M * K_));
   std::vector<float> scale(static_cast<size_t>(M));
   std::vector<int32_t> zero(static_cast<size_t>(M));
-  quantize_u8_reference(a, M, K_, per_tensor_, {q.data(), scale.data(), zero.data()});
+  quantize_u8_reference(a, M, K_, per_tensor_, {q.data(), scale.data(), zero.data()}, range_ ? &*range_ : nullptr);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N_; ++n) {
       int32_t acc = 0;

@@ -1,7 +1,8 @@
 // Dynamic INT8 twin of ConstWeightGemm: Y[M,N] = act(A[M,K]·W + bias + Z) with
 //  - W quantized once, at construction, to int8 per output column (symmetric:
 //    scale = max|w| / 127, or / 63 on CPUs without VNNI, whose u8·s8 pair sums saturate int16);
-//  - A quantized to uint8 on every call, per row (token) or per tensor (quantize_rows.h);
+//  - A quantized to uint8 on every call, per row (token) or per tensor (quantize_rows.h), or
+//    with a calibrated range fixed at construction (static INT8: no pass to measure A);
 //  - oneDNN's u8·s8 → s32 matmul on weights packed once, then our epilogue, row by row while
 //    the row is in cache: subtract the zero point's share zp·Σ_k w[k,n] (exact, in int32),
 //    scale by scale_a[m]·scale_w[n], add bias and Z, apply the activation.
@@ -11,9 +12,11 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/dense_gemm.h"
+#include "kernels/cpu/quantize_rows.h"
 
 namespace mminfer::kernels {
 
@@ -22,9 +25,10 @@ class Int8Gemm final : public PackedGemm {
   // int32 accumulators hold 255 · 127 · K below 2^31 up to this K.
   static constexpr int64_t kMaxK = 65536;
 
-  // Same arguments as ConstWeightGemm, plus how A is quantized. K must be in [1, kMaxK].
+  // Same arguments as ConstWeightGemm, plus how A is quantized: per tensor or per row, or over
+  // `range` when one is given. K must be in [1, kMaxK].
   Int8Gemm(const float* w, int64_t K, int64_t N, bool w_transposed, float alpha, const float* bias, Activation act,
-           bool per_tensor);
+           bool per_tensor, const StaticRange* range = nullptr);
   void run(const float* a, int64_t M, float* y, const float* residual = nullptr) override;
   // The same computation as plain loops (scalar quantizer, int32 dot products of q - zp,
   // Activation::apply): the slow twin the tests hold run() against.
@@ -48,6 +52,7 @@ class Int8Gemm final : public PackedGemm {
   int64_t K_, N_;
   Activation act_;
   bool per_tensor_;
+  std::optional<StaticRange> range_;
   std::vector<int8_t> wq_;
   std::vector<float> w_scale_, bias_;
   std::vector<int32_t> w_sum_;  // Σ_k wq[k, n]

@@ -1,11 +1,21 @@
 // Which packed GEMM a MatMul/Gemm node with constant weights gets: its `precision` attribute
 // decides between FP32, BF16 and dynamic INT8.
+#include <cmath>
+
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/dense_gemm.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cpu/kernel.h"
 
 namespace mminfer::kernels {
+
+std::optional<StaticRange> int8_range_attr(const KernelSpec& spec) {
+  if (!spec.a().has("int8_range")) return std::nullopt;
+  std::vector<float> r = spec.a().get_floats("int8_range");
+  if (r.size() != 2 || !std::isfinite(r[0]) || !std::isfinite(r[1]) || r[0] > r[1])
+    fail("attribute 'int8_range' must be two finite floats [lo, hi] with lo <= hi");
+  return StaticRange{r[0], r[1]};
+}
 
 std::unique_ptr<PackedGemm> make_packed_gemm(const KernelSpec& spec, const float* w, int64_t K, int64_t N,
                                              bool w_transposed, float alpha, const float* bias, const Activation& act) {
@@ -14,7 +24,9 @@ std::unique_ptr<PackedGemm> make_packed_gemm(const KernelSpec& spec, const float
     std::string granularity = spec.a().get_string("int8_activations", "per_token");
     if (granularity != "per_token" && granularity != "per_tensor")
       fail("attribute 'int8_activations' must be per_token or per_tensor, got '" + granularity + "'");
-    return std::make_unique<Int8Gemm>(w, K, N, w_transposed, alpha, bias, act, granularity == "per_tensor");
+    std::optional<StaticRange> range = int8_range_attr(spec);
+    return std::make_unique<Int8Gemm>(w, K, N, w_transposed, alpha, bias, act, granularity == "per_tensor",
+                                      range ? &*range : nullptr);
   }
   if (precision == "bf16") return std::make_unique<Bf16Gemm>(w, K, N, w_transposed, alpha, bias, act);
   if (!precision.empty() && precision != "fp32" && precision != "int8")

@@ -108,21 +108,25 @@ void quantize_avx2(const float* x, int64_t n, const Params& p, uint8_t* q) {
 
 template <typename RangeFn, typename QuantFn>
 void quantize_with(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out,
-                   RangeFn range, QuantFn quant, bool threaded) {
+                   RangeFn range, QuantFn quant, bool threaded, const StaticRange* fixed) {
   int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
   auto loop = [&](auto&& body) {
     if (threaded) parallel_for(rows, grain, body);
     else body(int64_t(0), rows);
   };
-  if (per_tensor) {
+  if (per_tensor || fixed) {
     Range all;
-    std::mutex mu;
-    loop([&](int64_t r0, int64_t r1) {
-      Range part;
-      for (int64_t r = r0; r < r1; ++r) part.merge(range(x + r * cols, cols));
-      std::lock_guard<std::mutex> lock(mu);
-      all.merge(part);
-    });
+    if (fixed) {
+      all.merge(Range{fixed->lo, fixed->hi, !std::isfinite(fixed->lo) || !std::isfinite(fixed->hi)});
+    } else {
+      std::mutex mu;
+      loop([&](int64_t r0, int64_t r1) {
+        Range part;
+        for (int64_t r = r0; r < r1; ++r) part.merge(range(x + r * cols, cols));
+        std::lock_guard<std::mutex> lock(mu);
+        all.merge(part);
+      });
+    }
     Params p = params_of(all);
     loop([&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
@@ -143,15 +147,17 @@ void quantize_with(const float* x, int64_t rows, int64_t cols, bool per_tensor, 
 
 }  // namespace
 
-void quantize_u8(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out) {
-  quantize_with(x, rows, cols, per_tensor, out, range_avx2, quantize_avx2, true);
+void quantize_u8(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out,
+                 const StaticRange* fixed) {
+  quantize_with(x, rows, cols, per_tensor, out, range_avx2, quantize_avx2, true, fixed);
 }
 
-void quantize_u8_reference(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out) {
+void quantize_u8_reference(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out,
+                           const StaticRange* fixed) {
   auto quant = [](const float* s, int64_t n, const Params& p, uint8_t* q) {
     for (int64_t i = 0; i < n; ++i) q[i] = quantize_one(s[i], p.inv, p.zero_point);
   };
-  quantize_with(x, rows, cols, per_tensor, out, range_reference, quant, false);
+  quantize_with(x, rows, cols, per_tensor, out, range_reference, quant, false, fixed);
 }
 
 }  // namespace mminfer::kernels

@@ -18,9 +18,19 @@ struct QuantizedRows {
   int32_t* zero_point;  // one per row
 };
 
+// A calibrated (static) range: the same formulas over [lo, hi] widened to hold 0, no pass over
+// the data to measure it; values outside saturate, and NaN or ±inf go unseen (NaN lands on the
+// zero point, ±inf on the ends).
+struct StaticRange {
+  float lo, hi;
+};
+
 // Multi-threaded over rows; AVX2, min/max and quantization in one sweep of each cache-hot row.
-void quantize_u8(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out);
+// With `fixed`, the whole tensor takes that range (per_tensor is then implied).
+void quantize_u8(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out,
+                 const StaticRange* fixed = nullptr);
 // The plain scalar twin (same formulas, same rounding): the tests' reference.
-void quantize_u8_reference(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out);
+void quantize_u8_reference(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out,
+                           const StaticRange* fixed = nullptr);
 
 }  // namespace mminfer::kernels
