@@ -3,13 +3,17 @@
 then with a --min-cosine bound above what full INT8 reaches), and checks that
   - both files load and run in ONNX Runtime (tools/ort_run.js) and in mminfer, every output
     within --min-cosine-any (default 0.999) of FP32 on the same inputs;
-  - each file has one MatMulInteger per layer its report calls INT8, and the report's own
+  - each file has one MatMulInteger (with --calib-method: one MatMul or Conv reading a
+    DequantizeLinear) per layer its report calls INT8, and the report's own
     figures agree with a recomputation from ONNX Runtime's answers within the INT8 noise;
   - the bound made layers fall back and holds on the evaluation inputs;
   - bad options fail with one line.
 
   check_optimize.py --mminfer BIN (--model M.onnx | --make clip_vision|clip_text) --work DIR --shape NAME=AxB
-                    [--node node]
+                    [--node node] [--calib-method minmax|percentile|entropy]
+
+--calib-method writes the static QDQ form, calibrated on a few random samples of the
+evaluation shape (batch 1) made in DIR/calib.
 
 --make exports check_precision_accuracy.py's reduced CLIP tower into DIR (unless it is there).
 """
@@ -53,6 +57,7 @@ def main():
     p.add_argument("--shape", required=True, help="NAME=AxB..., the evaluation batch")
     p.add_argument("--node", default="node")
     p.add_argument("--min-cosine-any", type=float, default=0.999)
+    p.add_argument("--calib-method", choices=["minmax", "percentile", "entropy"])
     args = p.parse_args()
     import onnx
 
@@ -68,6 +73,21 @@ def main():
     outputs = [o.name for o in onnx.load(args.model, load_external_data=False).graph.output]
     fp32 = outputs_of("mminfer", args.model, inputs, os.path.join(args.work, "fp32"), outputs, args)
 
+    form = []
+    if args.calib_method:
+        calib = os.path.join(args.work, "calib")
+        os.makedirs(calib, exist_ok=True)
+        rng = np.random.default_rng(11)
+        for i in range(6):
+            np.save(os.path.join(calib, f"sample{i}.npy"), rng.standard_normal([1] + shape[1:]).astype(np.float32))
+        form = ["--calib", calib, "--calib-method", args.calib_method]
+
+    def int8_nodes(graph):
+        if not args.calib_method:
+            return sum(1 for n in graph.node if n.op_type == "MatMulInteger")
+        dq = {o for n in graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+        return sum(1 for n in graph.node if n.op_type in ("MatMul", "Conv") and n.input[0] in dq and n.input[1] in dq)
+
     failures = []
     reports = {}
     for label, extra in (("default", []), ("bounded", None)):
@@ -77,13 +97,13 @@ def main():
             bound = 1 - (1 - reports["default"]["min_cosine"]) / 3
             extra = ["--min-cosine", f"{bound:.9f}"]
         run_tool([args.mminfer, "optimize", args.model, "-o", out, "--input", f"{name}={inputs[name]}",
-                  "--report", report, "--threads", "2"] + extra, f"mminfer optimize ({label})")
+                  "--report", report, "--threads", "2"] + form + extra, f"mminfer optimize ({label})")
         r = json.load(open(report))
         reports[label] = r
         graph = onnx.load(out).graph
-        n_int = sum(1 for n in graph.node if n.op_type == "MatMulInteger")
+        n_int = int8_nodes(graph)
         if n_int != len(r["int8_layers"]) or n_int == 0:
-            failures.append(f"{label}: {n_int} MatMulInteger nodes for {len(r['int8_layers'])} INT8 layers")
+            failures.append(f"{label}: {n_int} quantized nodes for {len(r['int8_layers'])} INT8 layers")
         for runner in ("ort", "mminfer"):
             got = outputs_of(runner, out, inputs, os.path.join(args.work, f"{label}_{runner}"), outputs, args)
             for o in outputs:
@@ -105,7 +125,9 @@ def main():
         failures.append(f"bounded report min cosine {b['min_cosine']} below the bound {bound}")
 
     for bad, says in ((["--quantize", "fp16"], "not available yet"), (["--min-cosine", "two"], "expects a number"),
-                      (["--precision", "text=int4"], "unknown precision")):
+                      (["--precision", "text=int4"], "unknown precision"),
+                      (["--calib", os.path.join(args.work, "no-such-folder")], "not a folder"),
+                      (["--calib", args.work, "--calib-method", "median"], "unknown value 'median'")):
         res = subprocess.run([args.mminfer, "optimize", args.model, "-o", os.path.join(args.work, "bad.onnx")] + bad,
                              capture_output=True, text=True)
         lines = res.stderr.strip().splitlines()

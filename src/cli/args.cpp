@@ -43,6 +43,19 @@ std::string Args::get(const std::string& flag, const std::string& fallback) cons
   return it == values_.end() ? fallback : it->second.back();
 }
 
+double Args::get_double(const std::string& flag, double fallback) const {
+  auto it = values_.find(flag);
+  if (it == values_.end()) return fallback;
+  try {
+    size_t pos = 0;
+    double v = std::stod(it->second.back(), &pos);
+    if (pos != it->second.back().size()) throw std::invalid_argument("trailing");
+    return v;
+  } catch (const std::logic_error&) {
+    throw Error(flag + " expects a number, got '" + it->second.back() + "'");
+  }
+}
+
 int Args::get_int(const std::string& flag, int fallback) const {
   auto it = values_.find(flag);
   if (it == values_.end()) return fallback;

@@ -17,6 +17,7 @@ class Args {
   bool has(const std::string& flag) const { return values_.count(flag) || bools_.count(flag); }
   std::string get(const std::string& flag, const std::string& fallback = "") const;
   int get_int(const std::string& flag, int fallback) const;  // throws Error on non-numbers
+  double get_double(const std::string& flag, double fallback) const;  // throws Error on non-numbers
   std::vector<std::string> all(const std::string& flag) const;
   const std::vector<std::string>& positional() const { return positional_; }
   // Every flag with a value, in command-line order (for inputs whose order matters across flags).

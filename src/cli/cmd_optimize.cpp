@@ -1,16 +1,19 @@
-// mminfer optimize: writes a model whose MatMuls the precision policy picks in ONNX Runtime's
-// dynamic INT8 form (a standard ONNX file other runtimes load too), guarded by the cosine of
-// every output to FP32 on evaluation inputs.
+// mminfer optimize: writes a model whose layers the precision policy picks in INT8, as a
+// standard ONNX file other runtimes load too: MatMuls in ONNX Runtime's dynamic form, or, with a
+// calibration set (--calib), MatMuls and Convs in the static QDQ form with calibrated ranges;
+// guarded by the cosine of every output to FP32 on evaluation inputs.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/calibration.h"
 #include "cli/int8_guard.h"
 #include "cli/tensor_inputs.h"
 #include "onnx/dynamic_int8_writer.h"
 #include "onnx/loader.h"
+#include "onnx/qdq_writer.h"
 #include "passes/pass.h"
 
 namespace mminfer::cli {
@@ -26,7 +29,7 @@ onnx::ModelProto read_model(const std::string& path) {
   return m;
 }
 
-// The MatMuls the policy puts in INT8, by first output name, in graph order.
+// The MatMuls (and Convs) the policy puts in INT8, by first output name, in graph order.
 std::vector<std::string> policy_layers(const std::string& path, const PrecisionPolicy& policy,
                                        const std::vector<std::string>& candidates) {
   auto loaded = onnx_io::load_model_file(path);
@@ -36,7 +39,8 @@ std::vector<std::string> policy_layers(const std::string& path, const PrecisionP
   passes::assign_precision(loaded.graph, ctx);
   std::set<std::string> marked;
   for (const ir::Node& n : loaded.graph.nodes)
-    if (!n.removed && n.op_type == "MatMul" && n.attrs.get_string("precision", "") == "int8" && !n.outputs.empty())
+    if (!n.removed && (n.op_type == "MatMul" || n.op_type == "Conv") && n.attrs.get_string("precision", "") == "int8" &&
+        !n.outputs.empty())
       marked.insert(loaded.graph.values[n.outputs[0]].name);
   std::vector<std::string> out;
   for (const std::string& c : candidates)
@@ -49,15 +53,21 @@ std::vector<std::string> policy_layers(const std::string& path, const PrecisionP
 int cmd_optimize(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_precision_flags({"-o", "--output", "--quantize", "--input", "--shape", "--int-range", "--min-cosine", "--report",
-                                  "--threads"}),
+                                  "--threads", "--calib", "--calib-method", "--percentile", "--calib-preprocess",
+                                  "--calib-limit"}),
             {"--help", "--sensitivity"});
   if (args.has("--help") || args.positional().size() != 1 || !(args.has("-o") || args.has("--output"))) {
     std::fputs(
         "usage: mminfer optimize IN.onnx -o|--output OUT.onnx [--quantize int8] [--precision SPEC] [--keep-fp32 REGEX]\n"
         "                        [--fp32-edges on|off] [--input NAME=F.npy | --shape NAME=AxB]... [--int-range NAME=LO:HI]\n"
         "                        [--min-cosine X] [--sensitivity] [--report FILE.json] [--threads N]\n"
+        "                        [--calib DIR [--calib-method minmax|percentile|entropy] [--percentile P]\n"
+        "                         [--calib-preprocess clip|ocr-det] [--calib-limit N]]\n"
         "  writes the MatMuls the policy picks (default: every modality INT8, first, last and projection\n"
-        "  layers FP32) in ONNX Runtime's dynamic INT8 form, int8 weights per output column. Every output\n"
+        "  layers FP32) in ONNX Runtime's dynamic INT8 form, int8 weights per output column. With --calib,\n"
+        "  MatMuls and Convs in the static QDQ form instead, each activation's range calibrated on DIR\n"
+        "  (.npy files, folders of INPUT.npy, or images through --calib-preprocess; default method\n"
+        "  percentile 99.99). Every output\n"
         "  is compared with FP32 on the evaluation inputs (--input files, else random ones of --shape or\n"
         "  the model's fixed shapes); --min-cosine X moves the most sensitive layers back to FP32 until\n"
         "  each output's cosine is at least X; --sensitivity measures every layer alone; --report writes\n"
@@ -70,15 +80,8 @@ int cmd_optimize(int argc, char** argv) {
   if (quantize == "fp16" || quantize == "bf16")
     throw Error("--quantize " + quantize + " is not available yet (BF16 runs at run time: mminfer run|bench --precision bf16)");
   if (quantize != "int8") throw Error("--quantize: unknown value '" + quantize + "' (use int8)");
-  double min_cosine = 0;
-  if (args.has("--min-cosine")) {
-    try {
-      min_cosine = std::stod(args.get("--min-cosine"));
-    } catch (const std::logic_error&) {
-      throw Error("--min-cosine expects a number, got '" + args.get("--min-cosine") + "'");
-    }
-    if (!(min_cosine > -1 && min_cosine <= 1)) throw Error("--min-cosine must be in (-1, 1]");
-  }
+  double min_cosine = args.get_double("--min-cosine", 0);
+  if (args.has("--min-cosine") && !(min_cosine > -1 && min_cosine <= 1)) throw Error("--min-cosine must be in (-1, 1]");
   const std::string in = args.positional()[0], out = args.get("-o", args.get("--output"));
   PrecisionPolicy policy = precision_flags(args);
   if (!args.has("--precision")) policy.by_modality.fill(Precision::kInt8);
@@ -86,14 +89,42 @@ int cmd_optimize(int argc, char** argv) {
   int threads = args.get_int("--threads", 0);
 
   onnx::ModelProto model = read_model(in);
-  std::vector<std::string> candidates = onnx_io::dynamic_int8_candidates(model);
+  const bool calibrated = args.has("--calib");
+  std::vector<std::string> candidates;
+  std::map<std::string, std::string> activation_of;  // candidate -> the activation it quantizes
+  if (calibrated) {
+    for (auto& [layer, activation] : onnx_io::qdq_candidates(model)) candidates.push_back(layer), activation_of[layer] = activation;
+  } else {
+    candidates = onnx_io::dynamic_int8_candidates(model);
+  }
   std::vector<std::string> layers = policy_layers(in, policy, candidates);
 
   SessionOptions opts;
   opts.threads = threads;
   std::unique_ptr<Session> session;
   if (Status st = Session::load(in, opts, &session); !st) throw Error(st.message());
-  Int8Guard guard(model, in, *session, model_inputs(args, *session), threads);
+  std::string base_dir = std::filesystem::path(in).parent_path().string();
+  if (base_dir.empty()) base_dir = ".";
+  Int8Writer writer = [&](onnx::ModelProto& m, const std::set<std::string>& chosen) {
+    onnx_io::write_dynamic_int8(m, chosen, base_dir);
+  };
+  std::map<std::string, std::pair<float, float>> ranges;
+  if (calibrated) {
+    CalibrationMethod method = parse_calibration_method(args.get("--calib-method", "percentile"));
+    double percentile = args.get_double("--percentile", 99.99);
+    if (!(percentile > 0 && percentile <= 100)) throw Error("--percentile must be in (0, 100]");
+    int limit = args.get_int("--calib-limit", 64);
+    if (limit < 1) throw Error("--calib-limit must be at least 1");
+    std::vector<Sample> samples =
+        calibration_samples(args.get("--calib"), *session, args.get("--calib-preprocess", ""), static_cast<size_t>(limit));
+    std::set<std::string> activations;
+    for (const std::string& l : layers) activations.insert(activation_of[l]);
+    ranges = calibrate_ranges(model, base_dir, activations, samples, method, percentile, threads);
+    std::printf("calibrated %zu activations on %zu samples (%s)\n", activations.size(), samples.size(),
+                args.get("--calib-method", "percentile").c_str());
+    writer = [&](onnx::ModelProto& m, const std::set<std::string>& chosen) { onnx_io::write_qdq(m, chosen, ranges, base_dir); };
+  }
+  Int8Guard guard(model, in, *session, model_inputs(args, *session), threads, writer);
   session.reset();  // the FP32 reference is taken
   GuardReport report = guard.choose(layers, min_cosine, args.has("--sensitivity"));
   onnx::ModelProto result = guard.write({report.int8.begin(), report.int8.end()});
@@ -101,8 +132,9 @@ int cmd_optimize(int argc, char** argv) {
     std::ofstream f(out, std::ios::binary);
     if (!f || !result.SerializeToOstream(&f)) throw Error("cannot write " + out);
   }
-  std::printf("%s: %zu of %zu MatMuls in INT8 (%zu fell back to FP32), %zu candidates with constant weights\n", out.c_str(),
-              report.int8.size(), layers.size(), report.fp32_fallback.size(), candidates.size());
+  std::printf("%s: %zu of %zu %s in INT8 (%zu fell back to FP32), %zu candidates with constant weights\n", out.c_str(),
+              report.int8.size(), layers.size(), calibrated ? "MatMuls/Convs, static QDQ," : "MatMuls", report.fp32_fallback.size(),
+              candidates.size());
   for (const OutputAccuracy& o : report.outputs)
     std::printf("  %s: cosine to FP32 min %.6f, mean %.6f, max abs error %.4g\n", o.name.c_str(), o.min_cosine,
                 o.mean_cosine, o.max_abs_error);

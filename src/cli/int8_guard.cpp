@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "onnx/dynamic_int8_writer.h"
 #include "runtime/profiler.h"
 
 namespace mminfer::cli {
@@ -65,8 +64,8 @@ double worst(const std::vector<OutputAccuracy>& outs) {
 }  // namespace
 
 Int8Guard::Int8Guard(const onnx::ModelProto& model, const std::string& path, Session& fp32,
-                     std::vector<NamedTensor> inputs, int threads)
-    : model_(model), inputs_(std::move(inputs)), threads_(threads) {
+                     std::vector<NamedTensor> inputs, int threads, Int8Writer writer)
+    : model_(model), writer_(std::move(writer)), inputs_(std::move(inputs)), threads_(threads) {
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   base_dir_ = dir.empty() ? "." : dir.string();
   reference_ = run_session(fp32, inputs_);
@@ -75,7 +74,7 @@ Int8Guard::Int8Guard(const onnx::ModelProto& model, const std::string& path, Ses
 
 onnx::ModelProto Int8Guard::write(const std::set<std::string>& layers) const {
   onnx::ModelProto m = model_;
-  onnx_io::write_dynamic_int8(m, layers, base_dir_);
+  writer_(m, layers);
   return m;
 }
 

@@ -1,11 +1,12 @@
 // The accuracy guard of `mminfer optimize`: which MatMuls may go INT8 while every output stays
 // within a cosine bound of FP32 on the evaluation inputs.
 //
-// A choice is measured by what it writes: the model in ONNX Runtime's dynamic INT8 form
-// (onnx/dynamic_int8_writer.h), loaded back and run (per-tensor activations, as the file says)
-// beside the FP32 model. Per-layer sensitivity is the output cosine with that layer alone in
+// A choice is measured by what it writes: the model in an INT8 form (ONNX Runtime's dynamic form,
+// onnx/dynamic_int8_writer.h, or calibrated QDQ, onnx/qdq_writer.h), loaded back and run (per-
+// tensor activations, as the file says) beside the FP32 model. Per-layer sensitivity is the output cosine with that layer alone in
 // INT8; with a bound, the most sensitive layers fall back to FP32 one at a time until it holds.
 #pragma once
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,12 +31,15 @@ struct GuardReport {
   std::string to_json() const;
 };
 
+// Rewrites the given layers (by first output name) of a model into an INT8 form.
+using Int8Writer = std::function<void(onnx::ModelProto&, const std::set<std::string>& layers)>;
+
 class Int8Guard {
  public:
   // `model` as read from `path` and `fp32` loaded from it; `inputs` the evaluation set;
-  // threads for the trial sessions.
+  // threads for the trial sessions; `writer` the INT8 form.
   Int8Guard(const onnx::ModelProto& model, const std::string& path, Session& fp32, std::vector<NamedTensor> inputs,
-            int threads);
+            int threads, Int8Writer writer);
 
   // The outputs' accuracy with `layers` in INT8.
   std::vector<OutputAccuracy> measure(const std::set<std::string>& layers);
@@ -43,9 +47,12 @@ class Int8Guard {
   GuardReport choose(const std::vector<std::string>& layers, double min_cosine, bool sensitivity);
   // `model` with `layers` in INT8.
   onnx::ModelProto write(const std::set<std::string>& layers) const;
+  // The folder of the model's file (external data resolves from it).
+  const std::string& base_dir() const { return base_dir_; }
 
  private:
   const onnx::ModelProto& model_;
+  Int8Writer writer_;
   std::string base_dir_;
   std::vector<NamedTensor> inputs_;
   int threads_;

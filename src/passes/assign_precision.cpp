@@ -1,6 +1,7 @@
 // Marks MatMul / FusedMatMul / Gemm nodes with constant float32 weights to run in dynamic INT8
 // or BF16 (attribute precision = "int8" / "bf16", read by the kernels; int8_activations =
-// "per_tensor" when the policy asks) as the session's PrecisionPolicy chooses:
+// "per_tensor" when the policy asks), and Conv / FusedConv ones in INT8 (the kernel keeps the
+// convolutions INT8 does not speed up in FP32), as the session's PrecisionPolicy chooses:
 //  - by modality (ir/modality.h); nodes where modalities have joined stay FP32;
 //  - never a node whose name matches keep_fp32;
 //  - with keep_edges_fp32, never a projection (a quantizable node after which no quantizable
@@ -26,10 +27,14 @@ bool constant_f32(const ir::Graph& g, int v, int rank) {
          (rank < 0 || static_cast<int>(g.values[v].constant.rank()) == rank);
 }
 
+bool is_conv(const ir::Node& n) { return is_op(n, "Conv") || (n.op_type == "FusedConv" && n.domain == "mminfer"); }
+
 // Mirrors the conditions under which MatMul/FusedMatMul/Gemm pack constant weights.
-bool quantizable(const ir::Graph& g, const ir::Node& n) {
+bool quantizable(const ir::Graph& g, const ir::Node& n, Precision want) {
   if (n.removed || n.inputs.size() < 2 || n.outputs.size() != 1 || n.inputs[0] < 0) return false;
-  if (g.values[n.inputs[0]].dtype != DType::kFloat32 || !constant_f32(g, n.inputs[1], 2)) return false;
+  if (g.values[n.inputs[0]].dtype != DType::kFloat32) return false;
+  if (is_conv(n)) return want == Precision::kInt8 && constant_f32(g, n.inputs[1], 4);
+  if (!constant_f32(g, n.inputs[1], 2)) return false;
   const Tensor& w = g.values[n.inputs[1]].constant;
   bool fused = n.op_type == "FusedMatMul" && n.domain == "mminfer";
   if (is_op(n, "MatMul") || fused) {
@@ -60,7 +65,7 @@ bool assign_precision(ir::Graph& g, const PassContext& ctx) {
   std::vector<ir::ModalitySet> cls(g.nodes.size(), 0);
   for (int n : order) {
     auto m = ir::single_modality(modalities[n]);
-    if (m && quantizable(g, g.nodes[n])) cls[n] = ir::modality_bit(*m);
+    if (m && quantizable(g, g.nodes[n], policy.of(*m))) cls[n] = ir::modality_bit(*m);
   }
 
   std::vector<bool> keep(g.nodes.size(), false);

@@ -20,11 +20,6 @@ std::unique_ptr<Session> open_model(const std::string& path, const SessionOption
   return s;
 }
 
-Image to_bgr(const Image& rgb) {
-  Image bgr = rgb;
-  for (size_t i = 0; i + 2 < bgr.pixels.size(); i += 3) std::swap(bgr.pixels[i], bgr.pixels[i + 2]);
-  return bgr;
-}
 
 // Writes img into the top-left of dst ([3, h_pad, w_pad], already zeroed) as
 // (x/255 - mean[c]) / std[c], CHW.
@@ -135,9 +130,15 @@ OcrPipeline::OcrPipeline(const pipelines::Manifest& m, const SessionOptions& ses
   if (options_.use_classifier && m.has_file("cls")) cls_ = open_model(m.file("cls"), session);
 }
 
-std::vector<DetectedBox> OcrPipeline::detect(const Image& bgr) {
-  double ratio = std::max(bgr.width, bgr.height) > options_.det_max_side
-                     ? static_cast<double>(options_.det_max_side) / std::max(bgr.width, bgr.height)
+Image to_bgr(const Image& rgb) {
+  Image bgr = rgb;
+  for (size_t i = 0; i + 2 < bgr.pixels.size(); i += 3) std::swap(bgr.pixels[i], bgr.pixels[i + 2]);
+  return bgr;
+}
+
+DetInput det_input(const Image& bgr, int max_side) {
+  double ratio = std::max(bgr.width, bgr.height) > max_side
+                     ? static_cast<double>(max_side) / std::max(bgr.width, bgr.height)
                      : 1.0;
   auto to32 = [](double v) { return std::max(32, static_cast<int>(std::lround(static_cast<int>(v) / 32.0)) * 32); };
   int h = to32(bgr.height * ratio), w = to32(bgr.width * ratio);
@@ -146,6 +147,12 @@ std::vector<DetectedBox> OcrPipeline::detect(const Image& bgr) {
   std::fill_n(x.data<float>(), x.numel(), 0.f);  // the padding: the mean colour
   static const float mean[3] = {0.485f, 0.456f, 0.406f}, stdev[3] = {0.229f, 0.224f, 0.225f};
   normalize_into(resize_bilinear(bgr, w, h), x.data<float>(), w_pad, h_pad, mean, stdev);
+  return {x, h, w};
+}
+
+std::vector<DetectedBox> OcrPipeline::detect(const Image& bgr) {
+  auto [x, h, w] = det_input(bgr, options_.det_max_side);
+  const int h_pad = static_cast<int>(x.dim(2)), w_pad = static_cast<int>(x.dim(3));
   Tensor prob = run_model(*det_, x)[0];
   if (prob.rank() != 4 || prob.dim(2) != h_pad || prob.dim(3) != w_pad)
     throw Error("the detector returned " + shape_str(prob.shape()));

@@ -38,6 +38,17 @@ pipelines::Manifest ocr_manifest(const std::string& dir);
 // box_threshold, unclip_ratio, use_cls, cls_threshold, drop_score, rec_batch.
 OcrOptions ocr_options(const pipelines::Manifest& manifest, OcrOptions defaults = {});
 
+// PP-OCR models read BGR.
+Image to_bgr(const Image& rgb);
+// The detector's input for a BGR image: resized so the longer side is at most `max_side`, both
+// sides to multiples of 32, padded to the side buckets the detector is run at, normalized
+// (ImageNet mean and std). h x w: the part of it the image covers.
+struct DetInput {
+  Tensor x;
+  int h, w;
+};
+DetInput det_input(const Image& bgr, int max_side);
+
 class OcrPipeline {
  public:
   // Throws Error naming the file or key at fault. Options are taken as given (see ocr_options).

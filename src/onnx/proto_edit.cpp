@@ -1,0 +1,97 @@
+#include "onnx/proto_edit.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mminfer::onnx_io {
+
+bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+int64_t default_opset(const onnx::ModelProto& model) {
+  for (const auto& op : model.opset_import())
+    if (is_default_domain(op.domain())) return op.version();
+  return 0;
+}
+
+std::map<std::string, const onnx::TensorProto*> initializers(const onnx::GraphProto& g) {
+  std::map<std::string, const onnx::TensorProto*> out;
+  for (const auto& t : g.initializer()) out[t.name()] = &t;
+  return out;
+}
+
+const onnx::TensorProto* float_initializer(const std::map<std::string, const onnx::TensorProto*>& inits,
+                                           const std::string& name, int rank) {
+  auto it = inits.find(name);
+  if (it == inits.end()) return nullptr;
+  const onnx::TensorProto* t = it->second;
+  return t->data_type() == onnx::TensorProto::FLOAT && t->dims_size() == rank ? t : nullptr;
+}
+
+NameSet::NameSet(const onnx::GraphProto& g) {
+  for (const auto& n : g.node()) {
+    taken_.insert(n.name());
+    for (const auto& s : n.input()) taken_.insert(s);
+    for (const auto& s : n.output()) taken_.insert(s);
+  }
+  for (const auto& t : g.initializer()) taken_.insert(t.name());
+  for (const auto& i : g.input()) taken_.insert(i.name());
+}
+
+std::string NameSet::fresh(const std::string& base) {
+  std::string name = base;
+  for (int k = 1; taken_.count(name); ++k) name = base + "_" + std::to_string(k);
+  taken_.insert(name);
+  return name;
+}
+
+onnx::NodeProto make_node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
+                          const std::string& name) {
+  onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  for (const auto& s : in) n.add_input(s);
+  for (const auto& s : out) n.add_output(s);
+  return n;
+}
+
+std::pair<Tensor, Tensor> symmetric_int8(const Tensor& w, int64_t axis) {
+  // [outer, channels, inner] around `axis`.
+  int64_t channels = w.dim(static_cast<size_t>(axis)), outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= w.dim(static_cast<size_t>(d));
+  for (size_t d = static_cast<size_t>(axis) + 1; d < w.rank(); ++d) inner *= w.dim(d);
+  Tensor q = Tensor::empty(DType::kInt8, w.shape()), scale = Tensor::empty(DType::kFloat32, {channels});
+  const float* src = w.data<float>();
+  float* s = scale.data<float>();
+  auto each = [&](auto&& f) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = 0; c < channels; ++c)
+        for (int64_t i = 0; i < inner; ++i) f((o * channels + c) * inner + i, c);
+  };
+  std::fill_n(s, channels, 0.f);
+  each([&](int64_t at, int64_t c) { s[c] = std::max(s[c], std::fabs(src[at])); });
+  for (int64_t c = 0; c < channels; ++c) s[c] = s[c] > 0.f && std::isfinite(s[c]) ? s[c] / 127.f : 1.f;
+  each([&](int64_t at, int64_t c) {
+    float v = std::nearbyint(src[at] / s[c]);
+    q.data<int8_t>()[at] = static_cast<int8_t>(std::clamp(std::isfinite(v) ? v : 0.f, -127.f, 127.f));
+  });
+  return {q, scale};
+}
+
+void drop_unused_initializers(onnx::GraphProto* g) {
+  std::set<std::string> used;
+  for (const auto& n : g->node())
+    for (const auto& s : n.input()) used.insert(s);
+  for (const auto& o : g->output()) used.insert(o.name());
+  auto* list = g->mutable_initializer();
+  std::set<std::string> dropped;
+  for (const auto& t : *list)
+    if (!used.count(t.name())) dropped.insert(t.name());
+  list->erase(std::remove_if(list->begin(), list->end(), [&](const onnx::TensorProto& t) { return dropped.count(t.name()); }),
+              list->end());
+  auto* inputs = g->mutable_input();
+  inputs->erase(std::remove_if(inputs->begin(), inputs->end(),
+                               [&](const onnx::ValueInfoProto& v) { return dropped.count(v.name()); }),
+                inputs->end());
+}
+
+}  // namespace mminfer::onnx_io

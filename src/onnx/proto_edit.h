@@ -1,0 +1,41 @@
+// Small edits of an ONNX ModelProto shared by the writers of quantized forms.
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "mminfer/tensor.h"
+
+namespace mminfer::onnx_io {
+
+bool is_default_domain(const std::string& d);
+// The default domain's opset version (0 when the model imports none).
+int64_t default_opset(const onnx::ModelProto& model);
+std::map<std::string, const onnx::TensorProto*> initializers(const onnx::GraphProto& g);
+// The initializer `name` when it is float32 of the given rank, else null.
+const onnx::TensorProto* float_initializer(const std::map<std::string, const onnx::TensorProto*>& inits,
+                                           const std::string& name, int rank);
+
+// Names already used by nodes, values, initializers and graph inputs; fresh() hands out new ones.
+class NameSet {
+ public:
+  explicit NameSet(const onnx::GraphProto& g);
+  std::string fresh(const std::string& base);
+
+ private:
+  std::set<std::string> taken_;
+};
+
+onnx::NodeProto make_node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
+                          const std::string& name);
+// Float weights as int8, symmetric, one scale per index of `axis` (max |w| / 127; 1 for an
+// all-zero or non-finite channel, whose non-finite values become 0): {int8 weights, scales}.
+std::pair<Tensor, Tensor> symmetric_int8(const Tensor& w, int64_t axis);
+
+// Drops initializers (and their graph-input entries, which older files have) that nothing reads.
+void drop_unused_initializers(onnx::GraphProto* g);
+
+}  // namespace mminfer::onnx_io

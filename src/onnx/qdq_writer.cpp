@@ -1,0 +1,112 @@
+#include "onnx/qdq_writer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "mminfer/status.h"
+#include "onnx/proto_edit.h"
+#include "onnx/tensor_proto.h"
+
+namespace mminfer::onnx_io {
+
+namespace {
+
+// Input 1's weight when `n` is a candidate.
+const onnx::TensorProto* candidate_weight(const std::map<std::string, const onnx::TensorProto*>& inits,
+                                          const onnx::NodeProto& n) {
+  if (!is_default_domain(n.domain()) || n.input_size() < 2 || n.output_size() < 1 || n.input(0).empty()) return nullptr;
+  if (n.op_type() == "MatMul" && n.input_size() == 2) return float_initializer(inits, n.input(1), 2);
+  if (n.op_type() == "Conv") return float_initializer(inits, n.input(1), 4);
+  return nullptr;
+}
+
+void add_initializer(std::vector<onnx::TensorProto>& out, const Tensor& t, const std::string& name) {
+  out.emplace_back();
+  tensor_to_proto(t, &out.back());
+  out.back().set_name(name);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> qdq_candidates(const onnx::ModelProto& model) {
+  auto inits = initializers(model.graph());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& n : model.graph().node())
+    if (candidate_weight(inits, n)) out.emplace_back(n.output(0), n.input(0));
+  return out;
+}
+
+int write_qdq(onnx::ModelProto& model, const std::set<std::string>& targets,
+              const std::map<std::string, std::pair<float, float>>& ranges, const std::string& base_dir) {
+  const int64_t opset = default_opset(model);
+  if (opset < 10)
+    throw Error("the model's opset " + std::to_string(opset) +
+                " has no QuantizeLinear (static INT8 files need opset 10 or later; dynamic INT8 runs at run time: "
+                "mminfer run|bench --precision int8)");
+  const bool weights_per_channel = opset >= 13;
+  onnx::GraphProto* g = model.mutable_graph();
+  auto inits = initializers(*g);
+  NameSet names(*g);
+  std::map<std::string, std::string> dequantized;  // activation or weight -> its DequantizeLinear output
+  std::vector<onnx::NodeProto> nodes;
+  std::vector<onnx::TensorProto> new_inits;
+  int count = 0;
+  for (const auto& node : g->node()) {
+    const onnx::TensorProto* w = candidate_weight(inits, node);
+    if (!w || !targets.count(node.output(0))) {
+      nodes.push_back(node);
+      continue;
+    }
+    onnx::NodeProto n = node;
+    const std::string& x = n.input(0);
+    if (!dequantized.count(x)) {
+      auto r = ranges.find(x);
+      if (r == ranges.end()) throw Error("no calibrated range for '" + x + "', the input of '" + n.output(0) + "'");
+      auto [lo, hi] = r->second;
+      bool is_unsigned = lo >= 0;
+      float top = is_unsigned ? hi : std::max(-lo, hi);
+      Tensor scale = Tensor::empty(DType::kFloat32, {}), zero = Tensor::empty(is_unsigned ? DType::kUint8 : DType::kInt8, {});
+      *scale.data<float>() = top > 0 && std::isfinite(top) ? top / (is_unsigned ? 255.f : 127.f) : 1.f;
+      *static_cast<uint8_t*>(zero.raw()) = 0;  // int8 or uint8: the same zero byte
+      std::string s = names.fresh(x + "_scale"), z = names.fresh(x + "_zero_point"), q = names.fresh(x + "_quantized"),
+                  dq = names.fresh(x + "_dequantized");
+      add_initializer(new_inits, scale, s);
+      add_initializer(new_inits, zero, z);
+      nodes.push_back(make_node("QuantizeLinear", {x, s, z}, {q}, names.fresh(x + "_QuantizeLinear")));
+      nodes.push_back(make_node("DequantizeLinear", {q, s, z}, {dq}, names.fresh(x + "_DequantizeLinear")));
+      dequantized[x] = dq;
+    }
+    n.set_input(0, dequantized[x]);
+    if (weights_per_channel) {
+      const std::string& wn = n.input(1);
+      if (!dequantized.count(wn)) {
+        const int64_t axis = n.op_type() == "Conv" ? 0 : 1;  // output channels: Conv's OC, MatMul's N
+        auto [wq, ws] = symmetric_int8(tensor_from_proto(*w, base_dir), axis);
+        Tensor wz = Tensor::empty(DType::kInt8, {ws.numel()});
+        std::fill_n(wz.data<int8_t>(), wz.numel(), int8_t{0});
+        std::string q = names.fresh(wn + "_quantized"), s = names.fresh(wn + "_scale"), z = names.fresh(wn + "_zero_point"),
+                    dq = names.fresh(wn + "_dequantized");
+        add_initializer(new_inits, wq, q);
+        add_initializer(new_inits, ws, s);
+        add_initializer(new_inits, wz, z);
+        onnx::NodeProto d = make_node("DequantizeLinear", {q, s, z}, {dq}, names.fresh(wn + "_DequantizeLinear"));
+        onnx::AttributeProto* a = d.add_attribute();
+        a->set_name("axis");
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(axis);
+        nodes.push_back(d);
+        dequantized[wn] = dq;
+      }
+      n.set_input(1, dequantized[wn]);
+    }
+    nodes.push_back(std::move(n));
+    ++count;
+  }
+  g->clear_node();
+  for (auto& n : nodes) *g->add_node() = std::move(n);
+  for (auto& t : new_inits) *g->add_initializer() = std::move(t);
+  drop_unused_initializers(g);
+  return count;
+}
+
+}  // namespace mminfer::onnx_io
