@@ -3,11 +3,16 @@
 // primitive is kept per input shape. Activations and the residual sum ride along as post-ops.
 // FusedConv with channels_last = 1 reads X and Z and writes Y as [N, spatial..., C] (see the
 // conv_channels_last pass): chains of convs then skip the layout conversions oneDNN needs.
+// `precision = "int8"` (with an optional calibrated `int8_range`) runs float32 inputs on
+// Int8Conv where it supports the geometry and measured faster (Int8Conv::pays).
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "kernels/cpu/conv_common.h"
+#include "kernels/cpu/conv_int8.h"
 #include "kernels/cpu/conv_patch.h"
 #include "kernels/cpu/dense_gemm.h"
 #include "kernels/cpu/dnnl_util.h"
@@ -42,6 +47,15 @@ class ConvKernel : public Kernel {
     channels_last_ = fused && spec.a().get_int("channels_last", 0) != 0;
     const Tensor* w = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
     if (w && w->dtype() == DType::kFloat32) const_w_ = w;
+    std::string precision = spec.a().get_string("precision", "");
+    // bf16 is a valid policy word; convs have no BF16 kernel and stay FP32 under it.
+    if (!precision.empty() && precision != "fp32" && precision != "bf16" && precision != "int8")
+      fail("attribute 'precision' must be fp32, bf16 or int8, got '" + precision + "'");
+    if (precision == "int8") {
+      std::optional<StaticRange> range = int8_range_attr(spec);
+      if (const_w_ && const_w_->shape().size() == 4)
+        int8_ = std::make_unique<Int8Conv>(*const_w_, attrs_.group, act_, channels_last_, range ? &*range : nullptr);
+    }
     // Patches of one pixel are pointwise convs, which oneDNN runs well (and channels-last
     // chains of them without reorders); the patch path is for real windows on NCHW input.
     if (const_w_ && !channels_last_ && is_patch_conv(spec) && const_w_->shape()[2] * const_w_->shape()[3] > 1) {
@@ -72,6 +86,10 @@ class ConvKernel : public Kernel {
     Tensor& y = *out[0];
     ConvGeometry g = geometry(x.shape(), w.shape());
     if (y.numel() == 0) return;
+    if (int8_ && x.dtype() == DType::kFloat32 && w.raw() == const_w_->raw() && Int8Conv::pays(g, int8_->dynamic_range())) {
+      if (int8_->run(g, x.data<float>(), b ? b->data<float>() : nullptr, z ? z->data<float>() : nullptr, y.data<float>()))
+        return;
+    }
     if (patch_ && x.dtype() == DType::kFloat32 && w.raw() == const_w_->raw() && PatchConv::applies(g)) {
       patch_->run(g, x.data<float>(), z ? z->data<float>() : nullptr, y.data<float>());
       return;
@@ -220,6 +238,7 @@ class ConvKernel : public Kernel {
   Activation act_;
   const Tensor* const_w_ = nullptr;
   std::unique_ptr<PatchConv> patch_;  // set when the attributes make this a patch convolution
+  std::unique_ptr<Int8Conv> int8_;    // set for precision = "int8"
   std::map<std::vector<int64_t>, Plan> plans_;
   PackedWeightCache packed_;
   std::mutex mu_;
