@@ -107,29 +107,23 @@ struct ConvCase {
   }
 };
 
-// run() twice (the second reuses plan and scratch) against run_reference; false where run()
-// declines (a signed input without VNNI).
-bool expect_twins_agree(Int8Conv& conv, const ConvCase& s, std::vector<float>* out = nullptr) {
+// run() twice (the second reuses plan and scratch) against run_reference.
+void expect_twins_agree(Int8Conv& conv, const ConvCase& s, std::vector<float>* out = nullptr) {
   std::vector<float> got(s.z.size(), 12345.f), want(s.z.size(), -12345.f);
   const float* bias = s.c.bias ? s.b.data() : nullptr;
   const float* z = s.c.residual ? s.z.data() : nullptr;
-  for (int pass = 0; pass < 2; ++pass)
-    if (!conv.run(s.g, s.x.data(), bias, z, got.data())) {
-      EXPECT_FALSE(Int8Conv::signed_inputs_exact()) << describe(s.c);
-      return false;
-    }
+  for (int pass = 0; pass < 2; ++pass) conv.run(s.g, s.x.data(), bias, z, got.data());
   conv.run_reference(s.g, s.x.data(), bias, z, want.data());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i], want[i], 2e-5f * (1.f + std::fabs(want[i]))) << describe(s.c) << " at " << i;
   if (out) *out = got;
-  return true;
 }
 
 // Worst case of quantization before the activation (Relu and this HardSigmoid are 1-Lipschitz
 // at most): |Δy| <= sa/2 · Σ|w| + sw/2 · Σ|x| + taps · sa · sw / 4 per output, bounded here with
 // the largest |x| and the largest channel.
 float quantization_bound(const Int8Conv& conv, const ConvCase& s) {
-  Int8Conv::ActQuant p = conv.quantization_of(s.x.data(), static_cast<int64_t>(s.x.size()));
+  QuantGrid p = conv.quantization_of(s.x.data(), static_cast<int64_t>(s.x.size()));
   int64_t taps = s.c.C / s.c.group * s.c.k * s.c.k;
   float xmax = std::max(std::fabs(s.lo()), std::fabs(s.hi())), bound = 0.f;
   for (int64_t oc = 0; oc < s.c.OC; ++oc) {
@@ -173,9 +167,11 @@ TEST(Int8Conv, RunMatchesPlainLoopsAndFp32OnOddShapes) {
     Tensor wt = ConvCase::view(s.w, s.w_shape);
     Int8Conv conv(wt, c.group, s.act, c.channels_last, c.static_range ? &r : nullptr);
     ASSERT_TRUE(Int8Conv::supports(s.g)) << describe(c);
-    EXPECT_EQ(conv.quantization_of(s.x.data(), static_cast<int64_t>(s.x.size())).is_signed, !c.unsigned_input);
+    // Data below 0 moves the zero point off 0 (and padded convs then carry it in their padding).
+    EXPECT_EQ(conv.quantization_of(s.x.data(), static_cast<int64_t>(s.x.size())).zero_point != 0, !c.unsigned_input)
+        << describe(c);
     std::vector<float> y8;
-    if (!expect_twins_agree(conv, s, &y8)) continue;
+    expect_twins_agree(conv, s, &y8);
     std::vector<float> yf = s.run_kernel();
     float bound = quantization_bound(conv, s), worst = 0.f;
     for (size_t i = 0; i < yf.size(); ++i) worst = std::fmax(worst, std::fabs(y8[i] - yf[i]));
@@ -225,7 +221,6 @@ TEST(Int8Conv, AllZeroInputGivesBiasAndResidual) {
 }
 
 TEST(Int8Conv, NonFiniteInputGivesNaNWithDynamicRange) {
-  if (!Int8Conv::signed_inputs_exact()) GTEST_SKIP() << "signed inputs run FP32 without VNNI";
   for (bool cl : {false, true}) {
     Case c = shape(1, 16, 6, 7, 8, 3, 1, 1);
     c.channels_last = cl;
@@ -250,7 +245,6 @@ TEST(Int8Conv, NonFiniteInputGivesNaNWithDynamicRange) {
 }
 
 TEST(Int8Conv, StaticRangeNarrowerThanDataSaturates) {
-  if (!Int8Conv::signed_inputs_exact()) GTEST_SKIP() << "signed inputs run FP32 without VNNI";
   for (bool unsigned_range : {false, true}) {
     Case c = shape(1, 16, 9, 9, 12, 3, 1, 1);
     c.channels_last = unsigned_range;
@@ -272,7 +266,6 @@ TEST(Int8Conv, StaticRangeNarrowerThanDataSaturates) {
 }
 
 TEST(Int8Conv, KernelRunsInt8WhereItPays) {
-  if (!Int8Conv::signed_inputs_exact()) GTEST_SKIP() << "signed inputs run FP32 without VNNI";
   Case c = shape(1, 32, 10, 12, 48, 3, 1, 1);  // 288 taps per output
   c.residual = true;
   c.act = "Relu";
@@ -298,14 +291,15 @@ TEST(Int8Conv, KernelRunsInt8WhereItPays) {
   }
 }
 
-TEST(Int8Conv, DeclinesSignedInputsOnlyWithoutVnni) {
-  ConvCase s(shape(1, 16, 6, 7, 8, 3, 1, 1), 41);
-  Int8Conv conv(ConvCase::view(s.w, s.w_shape), 1, s.act, false, nullptr);
-  std::vector<float> y(s.z.size());
-  EXPECT_EQ(conv.run(s.g, s.x.data(), s.b.data(), nullptr, y.data()), Int8Conv::signed_inputs_exact());
-  for (float& v : s.x) v = std::fabs(v);
-  EXPECT_TRUE(conv.run(s.g, s.x.data(), s.b.data(), nullptr, y.data()));
-  EXPECT_EQ(Int8Conv::signed_inputs_exact(), Int8Conv::weight_limit() == 127);
+// A HardSwish-like range, a little below 0 and far above: the asymmetric grid's step is
+// (hi - lo) / 255, half of what a symmetric int8 grid (max / 127) would give.
+TEST(Int8Conv, InputsDippingBelowZeroKeepAllEightBits) {
+  StaticRange r{-0.375f, 6.f};
+  ConvCase s(shape(1, 16, 6, 7, 8, 1), 41);
+  Int8Conv conv(ConvCase::view(s.w, s.w_shape), 1, s.act, false, &r);
+  QuantGrid p = conv.quantization_of(s.x.data(), static_cast<int64_t>(s.x.size()));
+  EXPECT_FLOAT_EQ(p.scale, 6.375f / 255);
+  EXPECT_EQ(p.zero_point, 15);
 }
 
 TEST(Int8Conv, KernelStaysFp32WhereInt8DoesNotPay) {

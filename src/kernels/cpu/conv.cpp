@@ -87,8 +87,8 @@ class ConvKernel : public Kernel {
     ConvGeometry g = geometry(x.shape(), w.shape());
     if (y.numel() == 0) return;
     if (int8_ && x.dtype() == DType::kFloat32 && w.raw() == const_w_->raw() && Int8Conv::pays(g, int8_->dynamic_range())) {
-      if (int8_->run(g, x.data<float>(), b ? b->data<float>() : nullptr, z ? z->data<float>() : nullptr, y.data<float>()))
-        return;
+      int8_->run(g, x.data<float>(), b ? b->data<float>() : nullptr, z ? z->data<float>() : nullptr, y.data<float>());
+      return;
     }
     if (patch_ && x.dtype() == DType::kFloat32 && w.raw() == const_w_->raw() && PatchConv::applies(g)) {
       patch_->run(g, x.data<float>(), z ? z->data<float>() : nullptr, y.data<float>());

@@ -1,6 +1,5 @@
 #include "kernels/cpu/conv_int8.h"
 
-#include <immintrin.h>
 
 #include <cmath>
 #include <cstring>
@@ -19,90 +18,15 @@ using tag = dnnl::memory::format_tag;
 
 namespace {
 
-// Scales are kept above this, so bias / (act_scale · w_scale) stays finite: ranges narrower than
-// ~1e-13 quantize as if they were that wide.
+// Ranges are kept at least 255 · kMinScale wide, so bias / (act_scale · w_scale) stays finite.
 constexpr float kMinScale = 1e-15f;
 
-struct Range {
-  float lo = 0.f, hi = 0.f;  // start at 0: the range always holds it
-  bool bad = false;          // NaN or ±inf seen
-  void merge(const Range& r) {
-    lo = std::fmin(lo, r.lo), hi = std::fmax(hi, r.hi);
-    bad = bad || r.bad;
-  }
-};
-
-Int8Conv::ActQuant quant_of(const Range& r) {
-  if (r.bad) return {std::numeric_limits<float>::quiet_NaN(), 0.f, false};
-  bool is_signed = r.lo < 0.f;
-  float scale = is_signed ? std::fmax(-r.lo, r.hi) / 127.f : r.hi / 255.f;
-  scale = std::fmax(scale, kMinScale);
-  return {scale, 1.f / scale, is_signed};
+QuantGrid grid_of(ValueRange r) {
+  r.lo = std::fmin(r.lo, 0.f), r.hi = std::fmax(r.hi, 0.f);
+  if (r.hi - r.lo < 255 * kMinScale) r.hi = r.lo + 255 * kMinScale;
+  return quant_grid(r.lo, r.hi, r.bad);
 }
 
-// The scalar quantizer, shared by both twins: NaN reads as 0, as in the vector path.
-inline int32_t quantize_one(float x, const Int8Conv::ActQuant& p) {
-  float v = x * p.inv;
-  if (std::isnan(v)) v = 0.f;
-  v = std::fmin(std::fmax(v, p.is_signed ? -127.f : 0.f), p.is_signed ? 127.f : 255.f);
-  return static_cast<int32_t>(std::nearbyint(v));
-}
-
-Range range_reference(const float* x, int64_t n) {
-  Range r;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(x[i])) r.bad = true;
-    else r.lo = std::fmin(r.lo, x[i]), r.hi = std::fmax(r.hi, x[i]);
-  }
-  return r;
-}
-
-inline float hmin(__m256 v) {
-  alignas(32) float f[8];
-  _mm256_store_ps(f, v);
-  float m = f[0];
-  for (float e : f) m = std::fmin(m, e);
-  return m;
-}
-inline float hmax(__m256 v) { return -hmin(_mm256_sub_ps(_mm256_setzero_ps(), v)); }
-
-Range range_avx2(const float* x, int64_t n) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
-  __m256 lo = _mm256_setzero_ps(), hi = lo, fin = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_loadu_ps(x + i);
-    lo = _mm256_min_ps(lo, v), hi = _mm256_max_ps(hi, v);
-    // |v| < inf is false exactly for NaN and ±inf.
-    fin = _mm256_and_ps(fin, _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ));
-  }
-  Range r{hmin(lo), hmax(hi), _mm256_movemask_ps(fin) != 0xff};
-  r.merge(range_reference(x + i, n - i));
-  return r;
-}
-
-// One sweep, 32 values a step: scale, NaN to 0, clamp, round, pack to bytes.
-void quantize_avx2(const float* x, int64_t n, const Int8Conv::ActQuant& p, uint8_t* q) {
-  const __m256 inv = _mm256_set1_ps(p.inv);
-  const __m256 qmin = _mm256_set1_ps(p.is_signed ? -127.f : 0.f), qmax = _mm256_set1_ps(p.is_signed ? 127.f : 255.f);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the per-lane packs
-  auto ints = [&](const float* s) {
-    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s), inv);
-    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
-    return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, qmin), qmax));
-  };
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m256i ab = _mm256_packs_epi32(ints(x + i), ints(x + i + 8));
-    __m256i cd = _mm256_packs_epi32(ints(x + i + 16), ints(x + i + 24));
-    __m256i bytes = p.is_signed ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), _mm256_permutevar8x32_epi32(bytes, order));
-  }
-  for (; i < n; ++i) q[i] = static_cast<uint8_t>(quantize_one(x[i], p));
-}
-
-constexpr int64_t kGrain = 1 << 15;
 
 dnnl::memory::dims dims_of(std::initializer_list<int64_t> v) { return dnnl::memory::dims(v); }
 
@@ -131,13 +55,14 @@ Int8Conv::Int8Conv(const Tensor& w, int64_t groups, const Activation& act, bool 
   if (range) {
     if (!std::isfinite(range->lo) || !std::isfinite(range->hi) || range->lo > range->hi)
       fail("INT8 conv: static range must be two finite floats with lo <= hi");
-    fixed_ = quant_of({std::fmin(range->lo, 0.f), std::fmax(range->hi, 0.f), false});
+    fixed_ = grid_of({range->lo, range->hi, false});
   }
   const int64_t K = w.numel() / std::max<int64_t>(OC_, 1);
   const float* wf = w.data<float>();
   const float limit = static_cast<float>(weight_limit());
   wq_.resize(static_cast<size_t>(w.numel()));
   w_scale_.resize(static_cast<size_t>(OC_));
+  w_sum_.assign(static_cast<size_t>(OC_), 0);
   for (int64_t oc = 0; oc < OC_; ++oc) {
     const float* row = wf + oc * K;
     float amax = 0.f;
@@ -149,6 +74,7 @@ Int8Conv::Int8Conv(const Tensor& w, int64_t groups, const Activation& act, bool 
     for (int64_t k = 0; k < K; ++k) {
       float q = finite ? std::nearbyint(row[k] / s) : 0.f;
       wq_[oc * K + k] = static_cast<int8_t>(std::fmin(std::fmax(q, -limit), limit));
+      w_sum_[oc] += wq_[oc * K + k];
     }
   }
 }
@@ -173,20 +99,10 @@ bool Int8Conv::pays(const ConvGeometry& g, bool dynamic_range) {
   return dynamic_range ? taps >= 128 : g.C >= 8 && taps >= 16;
 }
 
-Int8Conv::ActQuant Int8Conv::quantization_of(const float* x, int64_t n) const {
-  if (fixed_) return *fixed_;
-  Range all;
-  std::mutex mu;
-  parallel_for(n, kGrain, [&](int64_t i0, int64_t i1) {
-    Range part = range_avx2(x + i0, i1 - i0);
-    std::lock_guard<std::mutex> lock(mu);
-    all.merge(part);
-  });
-  return quant_of(all);
-}
+QuantGrid Int8Conv::quantization_of(const float* x, int64_t n) const { return fixed_ ? *fixed_ : grid_of(value_range(x, n)); }
 
-Int8Conv::Plan& Int8Conv::plan_for(const ConvGeometry& g, bool is_signed, bool has_bias, bool has_sum) {
-  std::vector<int64_t> key = {g.N, g.C, g.in[0], g.in[1], is_signed, has_bias, has_sum};
+Int8Conv::Plan& Int8Conv::plan_for(const ConvGeometry& g, bool padded, bool has_bias, bool has_sum) {
+  std::vector<int64_t> key = {g.N, g.C, g.in[0], g.in[1], padded, has_bias, has_sum};
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   if (plans_.size() >= 32) plans_.erase(plans_.begin());  // bound memory under shape churn
@@ -195,7 +111,11 @@ Int8Conv::Plan& Int8Conv::plan_for(const ConvGeometry& g, bool is_signed, bool h
   try {
     // oneDNN 2.6 has fast int8 convolutions only for channels-last data (plain NCHW gets its
     // reference loops): NCHW tensors are reordered around the call.
-    dnnl::memory::desc src_md(dims_of({g.N, g.C, g.in[0], g.in[1]}), is_signed ? dt::s8 : dt::u8, tag::nhwc);
+    const int64_t h = padded ? g.in[0] + g.pad_begin[0] + g.pad_end[0] : g.in[0];
+    const int64_t w = padded ? g.in[1] + g.pad_begin[1] + g.pad_end[1] : g.in[1];
+    std::vector<int64_t> pad_begin = padded ? std::vector<int64_t>{0, 0} : g.pad_begin;
+    std::vector<int64_t> pad_end = padded ? std::vector<int64_t>{0, 0} : g.pad_end;
+    dnnl::memory::desc src_md(dims_of({g.N, g.C, h, w}), dt::u8, tag::nhwc);
     dnnl::memory::desc dst_md(dims_of({g.N, g.OC, g.out[0], g.out[1]}), fixed_ ? dt::f32 : dt::s32, tag::nhwc);
     dnnl::memory::desc w_md(w_dims, dt::s8, tag::any), bias_md({OC_}, dt::f32, tag::a);
     dnnl::primitive_attr attr;
@@ -213,9 +133,9 @@ Int8Conv::Plan& Int8Conv::plan_for(const ConvGeometry& g, bool is_signed, bool h
     auto prop = dnnl::prop_kind::forward_inference;
     auto alg = dnnl::algorithm::convolution_direct;
     auto desc = has_bias && fixed_ ? dnnl::convolution_forward::desc(prop, alg, src_md, w_md, bias_md, dst_md, dims(g.stride),
-                                                                     dims(dil), dims(g.pad_begin), dims(g.pad_end))
+                                                                     dims(dil), dims(pad_begin), dims(pad_end))
                                    : dnnl::convolution_forward::desc(prop, alg, src_md, w_md, dst_md, dims(g.stride),
-                                                                     dims(dil), dims(g.pad_begin), dims(g.pad_end));
+                                                                     dims(dil), dims(pad_begin), dims(pad_end));
     dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnl_engine());
     Plan p;
     p.prim = dnnl::convolution_forward(pd);
@@ -232,16 +152,14 @@ Int8Conv::Plan& Int8Conv::plan_for(const ConvGeometry& g, bool is_signed, bool h
   }
 }
 
-bool Int8Conv::signed_inputs_exact() { return weight_limit() == 127; }
-
-bool Int8Conv::run(const ConvGeometry& g, const float* x, const float* bias, const float* z, float* y) {
+void Int8Conv::run(const ConvGeometry& g, const float* x, const float* bias, const float* z, float* y) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t n_in = g.N * g.C * g.in[0] * g.in[1], rows = g.N * g.out[0] * g.out[1], n_out = rows * OC_;
-  const ActQuant p = quantization_of(x, n_in);
-  if (p.is_signed && !signed_inputs_exact()) return false;
+  const QuantGrid p = quantization_of(x, n_in);
   grow(qx_, n_in);
-  parallel_for(n_in, kGrain, [&](int64_t i0, int64_t i1) { quantize_avx2(x + i0, i1 - i0, p, qx_.data() + i0); });
-  Plan& plan = plan_for(g, p.is_signed, bias != nullptr, z != nullptr);
+  quantize_values_u8(x, n_in, p, qx_.data());
+  const bool padded = p.zero_point != 0 && (g.pad_begin[0] || g.pad_begin[1] || g.pad_end[0] || g.pad_end[1]);
+  Plan& plan = plan_for(g, padded, bias != nullptr || p.zero_point != 0, z != nullptr);
   auto& eng = dnnl_engine();
   auto& strm = dnnl_stream();
   auto nhwc = [&](bool output, dt type, void* data) {
@@ -249,12 +167,28 @@ bool Int8Conv::run(const ConvGeometry& g, const float* x, const float* bias, con
     return dnnl::memory({d, type, tag::nhwc}, eng, data);
   };
   try {
-    dnnl::memory src = nhwc(false, p.is_signed ? dt::s8 : dt::u8, qx_.data());
+    dnnl::memory src = nhwc(false, dt::u8, qx_.data());
     if (!channels_last_) {  // quantized NCHW bytes to NHWC
       grow(qx_nhwc_, n_in);
-      dnnl::memory plain({src.get_desc().dims(), src.get_desc().data_type(), tag::nchw}, eng, qx_.data());
-      src = nhwc(false, src.get_desc().data_type(), qx_nhwc_.data());
+      dnnl::memory plain({src.get_desc().dims(), dt::u8, tag::nchw}, eng, qx_.data());
+      src = nhwc(false, dt::u8, qx_nhwc_.data());
       dnnl::reorder(plain, src).execute(strm, plain, src);
+    }
+    if (padded) {  // the padding holds the zero point, so every window carries the same zp · Σ w
+      const int64_t H = g.in[0], W = g.in[1], C = g.C;
+      const int64_t Hp = H + g.pad_begin[0] + g.pad_end[0], Wp = W + g.pad_begin[1] + g.pad_end[1];
+      grow(qx_padded_, g.N * Hp * Wp * C);
+      const uint8_t* from = static_cast<const uint8_t*>(src.get_data_handle());
+      uint8_t* to = qx_padded_.data();
+      std::memset(to, p.zero_point, static_cast<size_t>(g.N * Hp * Wp * C));
+      parallel_for(g.N * H, std::max<int64_t>(1, 16384 / std::max<int64_t>(W * C, 1)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          int64_t n = r / H, h = r % H;
+          std::memcpy(to + ((n * Hp + h + g.pad_begin[0]) * Wp + g.pad_begin[1]) * C, from + r * W * C,
+                      static_cast<size_t>(W * C));
+        }
+      });
+      src = dnnl::memory({dims_of({g.N, C, Hp, Wp}), dt::u8, tag::nhwc}, eng, to);
     }
     dnnl::memory y_stored({{g.N, g.OC, g.out[0], g.out[1]}, dt::f32, channels_last_ ? tag::nhwc : tag::nchw}, eng, y);
     // Z and Y as NHWC: as stored, or in scratch for NCHW.
@@ -275,8 +209,10 @@ bool Int8Conv::run(const ConvGeometry& g, const float* x, const float* bias, con
     bias_.assign(static_cast<size_t>(OC_), 0.f);
     if (fixed_) {
       if (z && z_nhwc != y_nhwc) std::memcpy(y_nhwc, z_nhwc, static_cast<size_t>(n_out) * sizeof(float));  // summed by the post-op
-      for (int64_t oc = 0; oc < OC_ && bias; ++oc) bias_[oc] = bias[oc] / (fixed_->scale * w_scale_[oc]);  // scaled with acc
-      if (bias) args[DNNL_ARG_BIAS] = dnnl::memory({{OC_}, dt::f32, tag::a}, eng, bias_.data());
+      // Added to the int32 product before scaling: the bias in its units, less the zero point's share.
+      for (int64_t oc = 0; oc < OC_; ++oc)
+        bias_[oc] = (bias ? bias[oc] / (fixed_->scale * w_scale_[oc]) : 0.f) - static_cast<float>(p.zero_point) * w_sum_[oc];
+      if (bias || p.zero_point) args[DNNL_ARG_BIAS] = dnnl::memory({{OC_}, dt::f32, tag::a}, eng, bias_.data());
       args[DNNL_ARG_DST] = nhwc(true, dt::f32, y_nhwc);
       plan.prim.execute(strm, args);
     } else {
@@ -287,12 +223,11 @@ bool Int8Conv::run(const ConvGeometry& g, const float* x, const float* bias, con
       plan.prim.execute(strm, args);
       strm.wait();
       if (bias) bias_.assign(bias, bias + OC_);
-      w_sum_.resize(static_cast<size_t>(OC_));  // zeros: activations have no zero point
       const Int8Columns cols{w_sum_.data(), w_scale_.data(), bias_.data(), act_};
       auto finish = has_avx512() ? finish_int8_row_avx512 : finish_int8_row_avx2;
       parallel_for(rows, std::max<int64_t>(1, 8192 / OC_), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)
-          finish(cols, acc + r * OC_, OC_, 0, p.scale, z_nhwc ? z_nhwc + r * OC_ : nullptr, y_nhwc + r * OC_);
+          finish(cols, acc + r * OC_, OC_, p.zero_point, p.scale, z_nhwc ? z_nhwc + r * OC_ : nullptr, y_nhwc + r * OC_);
       });
     }
     if (!channels_last_) {
@@ -303,16 +238,15 @@ bool Int8Conv::run(const ConvGeometry& g, const float* x, const float* bias, con
   } catch (const dnnl::error& e) {
     fail_dnnl("int8 convolution", e);
   }
-  return true;
 }
 
 void Int8Conv::run_reference(const ConvGeometry& g, const float* x, const float* bias, const float* z, float* y) const {
   const int64_t C = g.C, H = g.in[0], W = g.in[1], OH = g.out[0], OW = g.out[1];
   const int64_t Cg = C / G_, OCg = OC_ / G_, kh = w_shape_[2], kw = w_shape_[3];
   const int64_t n_in = g.N * C * H * W;
-  ActQuant p = fixed_ ? *fixed_ : quant_of(range_reference(x, n_in));
-  std::vector<int32_t> q(static_cast<size_t>(n_in));
-  for (int64_t i = 0; i < n_in; ++i) q[i] = quantize_one(x[i], p);
+  QuantGrid p = fixed_ ? *fixed_ : grid_of(value_range_reference(x, n_in));
+  std::vector<int32_t> q(static_cast<size_t>(n_in));  // q - zero point: the padding is 0 in these units
+  for (int64_t i = 0; i < n_in; ++i) q[i] = quantize_value_u8(x[i], p) - p.zero_point;
   auto x_at = [&](int64_t n, int64_t c, int64_t h, int64_t w) {
     return channels_last_ ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w;
   };

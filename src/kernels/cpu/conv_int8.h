@@ -1,19 +1,22 @@
 // INT8 twin of ConvKernel's oneDNN convolution, for 2-D convs with constant float32 weights:
 //  - W quantized once, at construction, to int8 per output channel (symmetric:
 //    scale = max|w| / weight_limit(); an all-zero channel gets scale 1);
-//  - X quantized per tensor on every call, over a calibrated range (int8_range) or the one the
-//    input has (a min/max pass), widened to hold 0. Non-negative data goes to uint8 with
-//    scale = hi / 255, other data to symmetric int8 with scale = max(-lo, hi) / 127: zero is
-//    always 0, so oneDNN needs no zero points (and pads with true zeros);
-//  - oneDNN's u8/s8 x s8 convolution on NHWC data (2.6 has fast int8 kernels for no other
-//    plain layout; NCHW tensors are reordered around it). With a static range everything is
-//    fused: output scales act_scale · w_scale[oc], the bias (oneDNN 2.x adds it before scaling,
-//    so it gets bias / scale), the residual sum and the activation post-ops as the FP32 path
-//    has them. With a dynamic range (2.6 refuses runtime output scales for convolutions) the
-//    product comes out in int32 and Int8Gemm's epilogue (int8_epilogue.h) finishes each pixel.
+//  - X quantized per tensor to uint8 on every call, over a calibrated range (int8_range) or the
+//    one the input has (a min/max pass), widened to hold 0, with a zero point (quantize_rows.h's
+//    grid): HardSwish-like inputs that dip a little below 0 keep all 8 bits instead of the 7 a
+//    symmetric grid leaves them. The zero point's share, zp · Σ w over a window, is the same for
+//    every window when the padding holds the zero point too, so padded convs get the padding
+//    written into the quantized input (as zp) and oneDNN pads nothing;
+//  - oneDNN's u8 x s8 convolution on NHWC data (2.6 has fast int8 kernels for no other plain
+//    layout; NCHW tensors are reordered around it). With a static range everything is fused:
+//    output scales act_scale · w_scale[oc], the bias (oneDNN 2.x adds it before scaling, so it
+//    gets bias / scale, less the zero point's share), the residual sum and the activation
+//    post-ops as the FP32 path has them. With a dynamic range (2.6 refuses runtime output scales
+//    for convolutions) the product comes out in int32 and Int8Gemm's epilogue (int8_epilogue.h)
+//    finishes each pixel.
 // Non-finite input: with a dynamic range the scale becomes NaN and so does every output (before
 // the activation, which treats NaN as FP32 would); a static range never looks at the data, so
-// NaN reads as 0 and ±inf saturates to the range's ends.
+// NaN reads as quantized 0 and ±inf saturates to the range's ends.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -30,12 +33,6 @@ namespace mminfer::kernels {
 
 class Int8Conv {
  public:
-  // The per-tensor quantization of one input: q = clamp(round(x / scale), -127 or 0, 127 or 255).
-  struct ActQuant {
-    float scale = 1.f, inv = 1.f;
-    bool is_signed = false;
-  };
-
   // w: [OC, C/G, kh, kw] float32. `range`: the calibrated input range, or null for dynamic.
   // `channels_last`: X, Z and Y are stored [N, H, W, C].
   Int8Conv(const Tensor& w, int64_t groups, const Activation& act, bool channels_last, const StaticRange* range);
@@ -49,17 +46,13 @@ class Int8Conv {
   // pair sums would saturate). Asks oneDNN, so DNNL_MAX_CPU_ISA is honoured.
   static int weight_limit();
 
-  // Without VNNI, oneDNN packs s8-source weights halved (its scale_adjust 0.5, rounding them):
-  // signed inputs then lose a bit of every weight, so run() declines them there.
-  static bool signed_inputs_exact();
-  // Y = act(conv(X, W) + bias + Z). bias ([OC]) and z (stored like Y) may be null. Returns false,
-  // having written nothing, for a signed input where !signed_inputs_exact(): run FP32 instead.
-  bool run(const ConvGeometry& g, const float* x, const float* bias, const float* z, float* y);
+  // Y = act(conv(X, W) + bias + Z). bias ([OC]) and z (stored like Y) may be null.
+  void run(const ConvGeometry& g, const float* x, const float* bias, const float* z, float* y);
   // Plain loops: scalar quantizer, int32 dot products, float epilogue (Activation::apply).
   void run_reference(const ConvGeometry& g, const float* x, const float* bias, const float* z, float* y) const;
 
   // The quantization run() applies to x (n values).
-  ActQuant quantization_of(const float* x, int64_t n) const;
+  QuantGrid quantization_of(const float* x, int64_t n) const;
   const std::vector<int8_t>& weights() const { return wq_; }
   const std::vector<float>& weight_scales() const { return w_scale_; }
 
@@ -69,20 +62,22 @@ class Int8Conv {
     dnnl::convolution_forward prim;
     PackedWeights weights;
   };
-  Plan& plan_for(const ConvGeometry& g, bool is_signed, bool has_bias, bool has_sum);
+  // `padded`: the input holds the padding already (see run).
+  Plan& plan_for(const ConvGeometry& g, bool padded, bool has_bias, bool has_sum);
 
   int64_t OC_, G_;
   Shape w_shape_;
   Activation act_;
   bool channels_last_;
-  std::optional<ActQuant> fixed_;  // from a static range
+  std::optional<QuantGrid> fixed_;  // from a static range
   std::vector<int8_t> wq_;         // [OC, C/G, kh, kw]
   std::vector<float> w_scale_;
+  std::vector<int32_t> w_sum_;     // Σ wq over each output channel's window
   std::map<std::vector<int64_t>, Plan> plans_;
   // Per-call scratch, kept so steady-state runs allocate nothing.
-  std::vector<uint8_t> qx_, qx_nhwc_;
+  std::vector<uint8_t> qx_, qx_nhwc_, qx_padded_;
   std::vector<float> bias_, y_nhwc_, z_nhwc_;
-  std::vector<int32_t> acc_, w_sum_;
+  std::vector<int32_t> acc_;
   std::mutex mu_;
 };
 

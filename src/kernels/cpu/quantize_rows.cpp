@@ -22,14 +22,9 @@ struct Range {
   }
 };
 
-struct Params {
-  float scale, inv;
-  int32_t zero_point;
-};
-
 // Shared by both twins so they quantize identically. Dividing before subtracting keeps
 // hi - lo from overflowing on huge ranges.
-Params params_of(const Range& r) {
+QuantGrid params_of(const Range& r) {
   if (r.bad) return {std::numeric_limits<float>::quiet_NaN(), 0.f, 0};
   float scale = r.hi / 255.f - r.lo / 255.f;
   if (!(scale >= kMinQuantScale)) scale = kMinQuantScale;
@@ -90,7 +85,7 @@ Range range_avx2(const float* x, int64_t n) {
   return r;
 }
 
-void quantize_avx2(const float* x, int64_t n, const Params& p, uint8_t* q) {
+void quantize_avx2(const float* x, int64_t n, const QuantGrid& p, uint8_t* q) {
   const __m256 inv = _mm256_set1_ps(p.inv);
   const __m256i zp = _mm256_set1_epi32(p.zero_point);
   // packs/packus work within 128-bit lanes; this puts the 32 bytes back in order.
@@ -127,7 +122,7 @@ void quantize_with(const float* x, int64_t rows, int64_t cols, bool per_tensor, 
         all.merge(part);
       });
     }
-    Params p = params_of(all);
+    QuantGrid p = params_of(all);
     loop([&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         quant(x + r * cols, cols, p, out.q + r * cols);
@@ -138,7 +133,7 @@ void quantize_with(const float* x, int64_t rows, int64_t cols, bool per_tensor, 
   }
   loop([&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      Params p = params_of(range(x + r * cols, cols));  // the row stays in L1 for the second sweep
+      QuantGrid p = params_of(range(x + r * cols, cols));  // the row stays in L1 for the second sweep
       quant(x + r * cols, cols, p, out.q + r * cols);
       out.scale[r] = p.scale, out.zero_point[r] = p.zero_point;
     }
@@ -154,10 +149,34 @@ void quantize_u8(const float* x, int64_t rows, int64_t cols, bool per_tensor, co
 
 void quantize_u8_reference(const float* x, int64_t rows, int64_t cols, bool per_tensor, const QuantizedRows& out,
                            const StaticRange* fixed) {
-  auto quant = [](const float* s, int64_t n, const Params& p, uint8_t* q) {
+  auto quant = [](const float* s, int64_t n, const QuantGrid& p, uint8_t* q) {
     for (int64_t i = 0; i < n; ++i) q[i] = quantize_one(s[i], p.inv, p.zero_point);
   };
   quantize_with(x, rows, cols, per_tensor, out, range_reference, quant, false, fixed);
 }
+
+QuantGrid quant_grid(float lo, float hi, bool bad) { return params_of(Range{std::fmin(lo, 0.f), std::fmax(hi, 0.f), bad}); }
+
+ValueRange value_range(const float* x, int64_t n) {
+  Range all;
+  std::mutex mu;
+  parallel_for(n, 1 << 15, [&](int64_t i0, int64_t i1) {
+    Range part = range_avx2(x + i0, i1 - i0);
+    std::lock_guard<std::mutex> lock(mu);
+    all.merge(part);
+  });
+  return {all.lo, all.hi, all.bad};
+}
+
+ValueRange value_range_reference(const float* x, int64_t n) {
+  Range r = range_reference(x, n);
+  return {r.lo, r.hi, r.bad};
+}
+
+void quantize_values_u8(const float* x, int64_t n, const QuantGrid& grid, uint8_t* q) {
+  parallel_for(n, 1 << 15, [&](int64_t i0, int64_t i1) { quantize_avx2(x + i0, i1 - i0, grid, q + i0); });
+}
+
+uint8_t quantize_value_u8(float x, const QuantGrid& grid) { return quantize_one(x, grid.inv, grid.zero_point); }
 
 }  // namespace mminfer::kernels
