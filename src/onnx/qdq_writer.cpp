@@ -62,12 +62,13 @@ int write_qdq(onnx::ModelProto& model, const std::set<std::string>& targets,
     if (!dequantized.count(x)) {
       auto r = ranges.find(x);
       if (r == ranges.end()) throw Error("no calibrated range for '" + x + "', the input of '" + n.output(0) + "'");
-      auto [lo, hi] = r->second;
-      bool is_unsigned = lo >= 0;
-      float top = is_unsigned ? hi : std::max(-lo, hi);
-      Tensor scale = Tensor::empty(DType::kFloat32, {}), zero = Tensor::empty(is_unsigned ? DType::kUint8 : DType::kInt8, {});
-      *scale.data<float>() = top > 0 && std::isfinite(top) ? top / (is_unsigned ? 255.f : 127.f) : 1.f;
-      *static_cast<uint8_t*>(zero.raw()) = 0;  // int8 or uint8: the same zero byte
+      // uint8 with a zero point over [lo, hi] widened to hold 0: ONNX Runtime's default grid.
+      float lo = std::fmin(r->second.first, 0.f), hi = std::fmax(r->second.second, 0.f);
+      float step = hi / 255.f - lo / 255.f;
+      if (!(step > 0) || !std::isfinite(step)) step = 1.f;
+      Tensor scale = Tensor::empty(DType::kFloat32, {}), zero = Tensor::empty(DType::kUint8, {});
+      *scale.data<float>() = step;
+      *zero.data<uint8_t>() = static_cast<uint8_t>(std::clamp(std::nearbyint(-lo / step), 0.f, 255.f));
       std::string s = names.fresh(x + "_scale"), z = names.fresh(x + "_zero_point"), q = names.fresh(x + "_quantized"),
                   dq = names.fresh(x + "_dequantized");
       add_initializer(new_inits, scale, s);

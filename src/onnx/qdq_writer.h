@@ -1,10 +1,9 @@
 // Writes static INT8 in the QDQ form (what onnxruntime.quantization.quantize_static writes, so
 // ONNX Runtime and other runtimes load it too):
-//     X' = DequantizeLinear(QuantizeLinear(X, s, 0), s, 0)      per activation, calibrated range
+//     X' = DequantizeLinear(QuantizeLinear(X, s, zp), s, zp)    per activation, calibrated range
 //     W' = DequantizeLinear(Wq, Ws, 0, axis)                     int8 weights per output channel
-// An activation whose range holds no negative value takes uint8 (s = hi / 255), any other int8
-// symmetric (s = max(-lo, hi) / 127): zero points stay 0, which INT8 kernels need no
-// correction for. Per-channel weights need opset 13; in opset 10-12 files the weights stay
+// Activations take uint8 over their range widened to hold 0 (s = (hi - lo) / 255, zp = -lo / s),
+// weights int8 symmetric, ONNX Runtime's default pairing. Per-channel weights need opset 13; in opset 10-12 files the weights stay
 // float (a runtime quantizes them itself), and before opset 10 there is no QuantizeLinear.
 #pragma once
 #include <map>
