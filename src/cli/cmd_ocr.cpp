@@ -34,7 +34,7 @@ std::string line_json(const ocr::OcrLine& l) {
 }  // namespace
 
 int cmd_ocr(int argc, char** argv) {
-  Args args(argc, argv, 2, with_precision_flags({"--threads", "--pipeline", "--models", "--max-side", "--unclip"}),
+  Args args(argc, argv, 2, with_precision_flags({"--threads", "--pipeline", "--models", "--max-side", "--unclip", "--fp32-models"}),
             {"--help", "--json", "--no-cls"});
   if (args.has("--help") || args.positional().empty()) {
     std::fputs(
@@ -45,7 +45,9 @@ int cmd_ocr(int argc, char** argv) {
         "    det/cls/rec models and ppocr_keys_v1.txt by their names (default models/ppocr)\n"
         "  --max-side: the detector's longer input side (960); --unclip: how far boxes grow (2.0);\n"
         "    both override the folder's pipeline.json\n"
-        "  --precision SPEC / --keep-fp32 REGEX: as for mminfer run (PP-OCR's inputs count as 'other')\n",
+        "  --precision SPEC / --keep-fp32 REGEX: as for mminfer run (PP-OCR's inputs count as 'other')\n"
+        "  --fp32-models LIST: models (det, cls, rec) that stay FP32 under --precision (default rec,\n"
+        "    whose near-tie characters INT8 moves; '' quantizes all)\n",
         stderr);
     if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
     return args.has("--help") ? 0 : 2;
@@ -60,6 +62,14 @@ int cmd_ocr(int argc, char** argv) {
   options.det_max_side = args.get_int("--max-side", options.det_max_side);
   if (options.det_max_side < 32) throw Error("--max-side must be at least 32");
   if (args.has("--no-cls")) options.use_classifier = false;
+  if (args.has("--fp32-models")) {
+    options.fp32_models = args.get("--fp32-models");
+    try {
+      ocr::parse_model_roles(options.fp32_models);
+    } catch (const Error& e) {
+      throw Error(std::string("--fp32-models: ") + e.what());
+    }
+  }
   if (args.has("--unclip")) {
     try {
       options.db.unclip_ratio = std::stof(args.get("--unclip"));

@@ -67,6 +67,16 @@ TEST(OcrManifest, PipelineJsonWinsAndItsPreprocessKeysBecomeOptions) {
   EXPECT_FALSE(o.use_classifier);
   EXPECT_EQ(o.rec_batch, 3);
   EXPECT_FLOAT_EQ(o.drop_score, mminfer::ocr::OcrOptions{}.drop_score);  // absent: default
+  EXPECT_EQ(o.fp32_models, "rec");                                         // absent: the recognizer stays FP32
+
+  f.write("pipeline.json", R"({"type": "ocr", "files": {"det": "d.onnx", "rec": "r.onnx", "keys": "k.txt"},
+      "preprocess": {"fp32_models": "det,cls"}})");
+  EXPECT_EQ(ocr_options(ocr_manifest(f.dir.string())).fp32_models, "det,cls");
+  EXPECT_EQ(mminfer::ocr::parse_model_roles(""), std::vector<std::string>{});
+  EXPECT_EQ(mminfer::ocr::parse_model_roles("rec,det"), (std::vector<std::string>{"rec", "det"}));
+  f.write("pipeline.json", R"({"type": "ocr", "files": {"det": "d.onnx", "rec": "r.onnx", "keys": "k.txt"},
+      "preprocess": {"fp32_models": "det,recognizer"}})");
+  EXPECT_NE(error_of([&] { ocr_options(ocr_manifest(f.dir.string())); }).find("unknown model 'recognizer'"), std::string::npos);
 
   f.write("pipeline.json", R"({"type": "ocr", "files": {"det": "d.onnx", "rec": "r.onnx", "keys": "k.txt"},
       "preprocess": {"unclip_ratio": 40}})");

@@ -117,17 +117,44 @@ OcrOptions ocr_options(const pipelines::Manifest& m, OcrOptions o) {
   o.cls_threshold = static_cast<float>(in_range("cls_threshold", m.number(pre, "cls_threshold", o.cls_threshold), 0, 1));
   o.drop_score = static_cast<float>(in_range("drop_score", m.number(pre, "drop_score", o.drop_score), 0, 1));
   o.rec_batch = static_cast<int>(in_range("rec_batch", static_cast<double>(m.integer(pre, "rec_batch", o.rec_batch)), 1, 256));
+  o.fp32_models = m.string(pre, "fp32_models", o.fp32_models);
+  try {
+    parse_model_roles(o.fp32_models);
+  } catch (const Error& e) {
+    throw Error(m.key_error(pre, "fp32_models", e.what()));
+  }
   return o;
+}
+
+std::vector<std::string> parse_model_roles(const std::string& list) {
+  std::vector<std::string> roles;
+  size_t at = 0;
+  while (at <= list.size() && !list.empty()) {
+    size_t comma = list.find(',', at);
+    std::string role = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (role != "det" && role != "cls" && role != "rec")
+      throw Error("unknown model '" + role + "' (use det, cls, rec, comma-separated)");
+    roles.push_back(role);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return roles;
 }
 
 OcrPipeline::OcrPipeline(const pipelines::Manifest& m, const SessionOptions& session, OcrOptions options)
     : options_(options) {
   if (m.type != pipelines::PipelineType::kOcr)
     throw Error(m.path + ": type is '" + pipelines::type_name(m.type) + "', not an ocr pipeline");
-  det_ = open_model(m.file("det"), session);
-  rec_ = open_model(m.file("rec"), session);
+  std::vector<std::string> fp32 = parse_model_roles(options_.fp32_models);
+  auto options_for = [&](const char* role) {
+    SessionOptions o = session;
+    if (std::find(fp32.begin(), fp32.end(), role) != fp32.end()) o.precision = PrecisionPolicy{};
+    return o;
+  };
+  det_ = open_model(m.file("det"), options_for("det"));
+  rec_ = open_model(m.file("rec"), options_for("rec"));
   charset_ = load_charset(m.file("keys"));
-  if (options_.use_classifier && m.has_file("cls")) cls_ = open_model(m.file("cls"), session);
+  if (options_.use_classifier && m.has_file("cls")) cls_ = open_model(m.file("cls"), options_for("cls"));
 }
 
 Image to_bgr(const Image& rgb) {
