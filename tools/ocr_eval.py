@@ -2,13 +2,15 @@
 """Scores OCR systems on a set from make_ocr_eval.py: character error rate and time per subset.
 
   ocr_eval.py EVAL_DIR [--mminfer BIN] [--peer] [--threads N] [--subset NAME]... [--limit N]
-              [--save DIR]
+              [--save DIR] [--variant NAME=ARGS]...
 
 --mminfer runs `BIN ocr IMAGE... --json --threads N`; --peer runs tools/ocr_peer.js (the
 @gutenye/ocr-node peer) with --threads N (default 2). Each must print one JSON object per
 image: {"file", "lines": [{"text", ...}], "ms"}. With both, the table is side by side and the
 last column is peer ms / mminfer ms (above 1: mminfer is faster). --save DIR keeps each
-system's raw output as DIR/<system>.jsonl.
+system's raw output as DIR/<system>.jsonl. --variant NAME=ARGS adds mminfer run with extra
+arguments (e.g. "int8=--precision int8") as one more system, and a table of the share of its
+lines identical to plain mminfer's (image by image, line by line, as printed).
 
 Scoring. A system's text for an image is its lines in the order it printed them, joined with
 one space; the reference is the ground-truth lines joined the same way. Both sides are NFKC
@@ -21,6 +23,7 @@ An image with no result (error, missing) scores as empty text. Times are medians
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -116,6 +119,17 @@ def table(results):
     return "\n".join(rows)
 
 
+def identical_lines(base, other):
+    """Lines (position by position within each image) the same in both, over the larger count."""
+    same = total = 0
+    for key, rec in base.items():
+        a = [l["text"] for l in rec.get("lines", [])]
+        b = [l["text"] for l in other.get(key, {}).get("lines", [])]
+        total += max(len(a), len(b))
+        same += sum(x == y for x, y in zip(a, b))
+    return same, total
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("eval_dir")
@@ -125,6 +139,8 @@ def main():
     p.add_argument("--subset", action="append", help="only this subset (repeatable)")
     p.add_argument("--limit", type=int, help="first N images of each subset")
     p.add_argument("--save", metavar="DIR")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                   help="mminfer with extra arguments as another system (needs --mminfer)")
     p.add_argument("--max-cer", type=float, metavar="PCT",
                    help="exit 1 when mminfer's CER (with spaces) on any subset is above PCT percent")
     args = p.parse_args()
@@ -149,6 +165,11 @@ def main():
         if not (os.path.isfile(args.mminfer) and os.access(args.mminfer, os.X_OK)):
             raise SystemExit(f"ocr_eval: --mminfer {args.mminfer}: not an executable file")
         systems["mminfer"] = ([args.mminfer, "ocr"], ["--json", "--threads", str(args.threads)])
+    for v in args.variant:
+        name, eq, extra = v.partition("=")
+        if not args.mminfer or not eq or not name or name in ("mminfer", "peer"):
+            p.error(f"--variant {v!r}: expected NAME=ARGS (with --mminfer)")
+        systems[name] = ([args.mminfer, "ocr"], ["--json", "--threads", str(args.threads)] + shlex.split(extra))
     if args.peer:
         if not os.path.isdir(os.path.join(TOOLS, "node_modules", "@gutenye", "ocr-node")):
             raise SystemExit("ocr_eval: @gutenye/ocr-node is not in tools/node_modules; run scripts/bootstrap")
@@ -172,6 +193,12 @@ def main():
                 f.write(raws[name])
         results[name] = score(gt, records[name], args.eval_dir)
     print(table(results))
+    if args.variant:
+        print("\n| variant | lines identical to mminfer |\n|---|---|")
+        for v in args.variant:
+            name = v.partition("=")[0]
+            same, total = identical_lines(records["mminfer"], records[name])
+            print(f"| {name} ({v.partition('=')[2]}) | {same}/{total} = {100 * same / max(1, total):.2f}% |")
     if args.max_cer is not None and "mminfer" in results:
         over = {k: v["cer"] for k, v in results["mminfer"].items() if 100 * v["cer"] > args.max_cer}
         if over:
