@@ -17,8 +17,10 @@ const char* modality_name(Modality m);
 
 // kBf16: weights and activations rounded to bfloat16, float32 accumulation; chosen only where
 // the CPU multiplies bfloat16 natively (elsewhere those nodes stay FP32).
-enum class Precision { kFp32, kInt8, kBf16 };
-const char* precision_name(Precision p);  // "fp32", "int8", "bf16"
+// kFp16: weights stored as IEEE half (half the bytes), widened to float32 inside the GEMM;
+// activations and accumulation float32.
+enum class Precision { kFp32, kInt8, kBf16, kFp16 };
+const char* precision_name(Precision p);  // "fp32", "int8", "bf16", "fp16"
 
 struct PrecisionPolicy {
   std::array<Precision, kNumModalities> by_modality{Precision::kFp32, Precision::kFp32, Precision::kFp32,

@@ -84,9 +84,10 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
 const std::set<std::string> kPrecisionFlags = {"--precision", "--keep-fp32", "--fp32-edges", "--int8-activations"};
 
 const char* const kPrecisionUsage =
-    "--precision int8|bf16|fp32|MODALITY=PRECISION,...  (modalities: vision, text, audio, other, all)\n"
-    "    dynamic INT8 or BF16 (where the CPU has native bfloat16) for MatMul/Gemm; first, last and\n"
-    "    projection layers stay FP32 unless --fp32-edges off\n"
+    "--precision int8|fp16|bf16|fp32|MODALITY=PRECISION,...  (modalities: vision, text, audio, other, all)\n"
+    "    dynamic INT8 (MatMul/Gemm, and Conv where it pays), FP16 weights or BF16 (where the CPU has\n"
+    "    native bfloat16) for MatMul/Gemm; first, last and projection layers stay FP32 unless\n"
+    "    --fp32-edges off\n"
     "--keep-fp32 REGEX: nodes whose names match stay FP32; --int8-activations token|tensor (default token)\n";
 
 std::set<std::string> with_precision_flags(std::set<std::string> flags) {

@@ -42,7 +42,7 @@ int cmd_inspect(int argc, char** argv) {
   Args args(argc, argv, 2, with_precision_flags({"--opt-level"}), {"--help", "--optimized"});
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs("usage: mminfer inspect MODEL.onnx [--optimized [--opt-level 0|1|2] [--precision SPEC] [--keep-fp32 REGEX]]\n"
-               "--optimized lists the nodes as they will run; [int8] / [bf16] mark those in INT8 / BF16\n",
+               "--optimized lists the nodes as they will run; [int8] / [fp16] / [bf16] mark their precision\n",
                stderr);
     if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
     return args.has("--help") ? 0 : 2;
@@ -95,24 +95,30 @@ int cmd_inspect(int argc, char** argv) {
                 report.nodes_after);
     for (auto& p : report.applied) std::printf(" %s", p.c_str());
     std::printf(")\n");
-    int int8 = 0, bf16 = 0, gemms = 0;
+    std::map<std::string, int> marked;  // precision -> nodes
+    int layers = 0;
     for (const ir::Node& n : g.nodes) {
-      int8 += n.attrs.get_string("precision", "") == "int8";
-      bf16 += n.attrs.get_string("precision", "") == "bf16";
-      gemms += n.op_type == "MatMul" || n.op_type == "FusedMatMul" || n.op_type == "Gemm";
+      ++marked[n.attrs.get_string("precision", "")];
+      layers += n.op_type == "MatMul" || n.op_type == "FusedMatMul" || n.op_type == "Gemm" || n.op_type == "Conv" ||
+                n.op_type == "FusedConv";
     }
-    if (precision.any_int8()) std::printf("int8: %d of %d MatMul/FusedMatMul/Gemm nodes\n", int8, gemms);
-    bool wants_bf16 = false;
-    for (Precision p : precision.by_modality) wants_bf16 = wants_bf16 || p == Precision::kBf16;
-    if (wants_bf16 && !kernels::Bf16Gemm::native())
-      std::printf("bf16: this CPU has no native bfloat16 dot products; those nodes stay FP32\n");
-    else if (wants_bf16)
-      std::printf("bf16: %d of %d MatMul/FusedMatMul/Gemm nodes\n", bf16, gemms);
+    auto wants = [&](Precision want) {
+      for (Precision p : precision.by_modality)
+        if (p == want) return true;
+      return false;
+    };
+    for (Precision p : {Precision::kInt8, Precision::kFp16, Precision::kBf16}) {
+      if (!wants(p)) continue;
+      if (p == Precision::kBf16 && !kernels::Bf16Gemm::native())
+        std::printf("bf16: this CPU has no native bfloat16 dot products; those nodes stay FP32\n");
+      else
+        std::printf("%s: %d of %d MatMul/Gemm/Conv nodes\n", precision_name(p), marked[precision_name(p)], layers);
+    }
     std::printf("graph:\n");
     for (int ni : g.topological_order()) {
       const ir::Node& n = g.nodes[ni];
       std::string p = n.attrs.get_string("precision", "");
-      std::string mark = p == "int8" || p == "bf16" ? "[" + p + "] " : "";
+      std::string mark = p.empty() || p == "fp32" ? "" : "[" + p + "] ";
       std::printf("  %s%s %s(", mark.c_str(), n.op_type.c_str(), g.label(n).c_str());
       for (size_t i = 0; i < n.inputs.size(); ++i)
         std::printf("%s%s", i ? ", " : "", n.inputs[i] >= 0 ? g.values[n.inputs[i]].name.c_str() : "-");

@@ -1,7 +1,8 @@
-// mminfer optimize: writes a model whose layers the precision policy picks in INT8, as a
-// standard ONNX file other runtimes load too: MatMuls in ONNX Runtime's dynamic form, or, with a
-// calibration set (--calib), MatMuls and Convs in the static QDQ form with calibrated ranges;
-// guarded by the cosine of every output to FP32 on evaluation inputs.
+// mminfer optimize: writes a model whose layers the precision policy picks in INT8 or FP16, as a
+// standard ONNX file other runtimes load too: INT8 MatMuls in ONNX Runtime's dynamic form, or,
+// with a calibration set (--calib), INT8 MatMuls and Convs in the static QDQ form with calibrated
+// ranges; FP16 MatMul weights as FLOAT16 initializers behind a Cast. Guarded by the cosine of
+// every output to FP32 on evaluation inputs.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "cli/int8_guard.h"
 #include "cli/tensor_inputs.h"
 #include "onnx/dynamic_int8_writer.h"
+#include "onnx/fp16_weights_writer.h"
 #include "onnx/loader.h"
 #include "onnx/qdq_writer.h"
 #include "passes/pass.h"
@@ -29,22 +31,24 @@ onnx::ModelProto read_model(const std::string& path) {
   return m;
 }
 
-// The MatMuls (and Convs) the policy puts in INT8, by first output name, in graph order.
-std::vector<std::string> policy_layers(const std::string& path, const PrecisionPolicy& policy,
-                                       const std::vector<std::string>& candidates) {
+// The candidates the policy puts in INT8 or FP16 (MatMuls; Convs only INT8), by first output
+// name, in graph order, with that precision.
+std::vector<std::pair<std::string, std::string>> policy_layers(const std::string& path, const PrecisionPolicy& policy,
+                                                               const std::vector<std::string>& candidates) {
   auto loaded = onnx_io::load_model_file(path);
   passes::PassContext ctx;
   ctx.precision = policy;
   loaded.graph.relink();
   passes::assign_precision(loaded.graph, ctx);
-  std::set<std::string> marked;
-  for (const ir::Node& n : loaded.graph.nodes)
-    if (!n.removed && (n.op_type == "MatMul" || n.op_type == "Conv") && n.attrs.get_string("precision", "") == "int8" &&
-        !n.outputs.empty())
-      marked.insert(loaded.graph.values[n.outputs[0]].name);
-  std::vector<std::string> out;
+  std::map<std::string, std::string> marked;
+  for (const ir::Node& n : loaded.graph.nodes) {
+    std::string p = n.attrs.get_string("precision", "");
+    if (!n.removed && (n.op_type == "MatMul" || n.op_type == "Conv") && (p == "int8" || p == "fp16") && !n.outputs.empty())
+      marked[loaded.graph.values[n.outputs[0]].name] = p;
+  }
+  std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& c : candidates)
-    if (marked.count(c)) out.push_back(c);
+    if (marked.count(c)) out.emplace_back(c, marked[c]);
   return out;
 }
 
@@ -67,7 +71,8 @@ int cmd_optimize(int argc, char** argv) {
         "  layers FP32) in ONNX Runtime's dynamic INT8 form, int8 weights per output column. With --calib,\n"
         "  MatMuls and Convs in the static QDQ form instead, each activation's range calibrated on DIR\n"
         "  (.npy files, folders of INPUT.npy, or images through --calib-preprocess; default method\n"
-        "  percentile 99.99). Every output\n"
+        "  percentile 99.99). --quantize fp16 (or fp16 in --precision) writes MatMul weights as FLOAT16\n"
+        "  initializers behind a Cast instead. Every output\n"
         "  is compared with FP32 on the evaluation inputs (--input files, else random ones of --shape or\n"
         "  the model's fixed shapes); --min-cosine X moves the most sensitive layers back to FP32 until\n"
         "  each output's cosine is at least X; --sensitivity measures every layer alone; --report writes\n"
@@ -77,15 +82,17 @@ int cmd_optimize(int argc, char** argv) {
     return args.has("--help") ? 0 : 2;
   }
   std::string quantize = args.get("--quantize", "int8");
-  if (quantize == "fp16" || quantize == "bf16")
-    throw Error("--quantize " + quantize + " is not available yet (BF16 runs at run time: mminfer run|bench --precision bf16)");
-  if (quantize != "int8") throw Error("--quantize: unknown value '" + quantize + "' (use int8)");
+  if (quantize == "bf16")
+    throw Error("--quantize bf16 has no file form here (BF16 runs at run time: mminfer run|bench --precision bf16)");
+  if (quantize != "int8" && quantize != "fp16") throw Error("--quantize: unknown value '" + quantize + "' (use int8 or fp16)");
   double min_cosine = args.get_double("--min-cosine", 0);
   if (args.has("--min-cosine") && !(min_cosine > -1 && min_cosine <= 1)) throw Error("--min-cosine must be in (-1, 1]");
   const std::string in = args.positional()[0], out = args.get("-o", args.get("--output"));
   PrecisionPolicy policy = precision_flags(args);
-  if (!args.has("--precision")) policy.by_modality.fill(Precision::kInt8);
-  if (!policy.any_int8()) throw Error("--precision puts nothing in INT8; optimize writes INT8 layers only");
+  if (!args.has("--precision")) policy.by_modality.fill(quantize == "fp16" ? Precision::kFp16 : Precision::kInt8);
+  bool any = false;
+  for (Precision p : policy.by_modality) any = any || p == Precision::kInt8 || p == Precision::kFp16;
+  if (!any) throw Error("--precision puts nothing in INT8 or FP16; optimize writes those layers only");
   int threads = args.get_int("--threads", 0);
 
   onnx::ModelProto model = read_model(in);
@@ -97,7 +104,16 @@ int cmd_optimize(int argc, char** argv) {
   } else {
     candidates = onnx_io::dynamic_int8_candidates(model);
   }
-  std::vector<std::string> layers = policy_layers(in, policy, candidates);
+  std::map<std::string, std::string> precision_of;  // chosen layer -> "int8" / "fp16"
+  std::vector<std::string> layers;
+  for (auto& [layer, p] : policy_layers(in, policy, candidates)) layers.push_back(layer), precision_of[layer] = p;
+  // The layers of one precision among those chosen.
+  auto only = [&](const std::set<std::string>& chosen, const char* p) {
+    std::set<std::string> out;
+    for (const std::string& l : chosen)
+      if (precision_of[l] == p) out.insert(l);
+    return out;
+  };
 
   SessionOptions opts;
   opts.threads = threads;
@@ -105,10 +121,12 @@ int cmd_optimize(int argc, char** argv) {
   if (Status st = Session::load(in, opts, &session); !st) throw Error(st.message());
   std::string base_dir = std::filesystem::path(in).parent_path().string();
   if (base_dir.empty()) base_dir = ".";
+  std::map<std::string, std::pair<float, float>> ranges;  // calibrated, with --calib
   Int8Writer writer = [&](onnx::ModelProto& m, const std::set<std::string>& chosen) {
-    onnx_io::write_dynamic_int8(m, chosen, base_dir);
+    if (calibrated) onnx_io::write_qdq(m, only(chosen, "int8"), ranges, base_dir);
+    else onnx_io::write_dynamic_int8(m, only(chosen, "int8"), base_dir);
+    onnx_io::write_fp16_weights(m, only(chosen, "fp16"), base_dir);
   };
-  std::map<std::string, std::pair<float, float>> ranges;
   if (calibrated) {
     CalibrationMethod method = parse_calibration_method(args.get("--calib-method", "percentile"));
     double percentile = args.get_double("--percentile", 99.99);
@@ -118,23 +136,26 @@ int cmd_optimize(int argc, char** argv) {
     std::vector<Sample> samples =
         calibration_samples(args.get("--calib"), *session, args.get("--calib-preprocess", ""), static_cast<size_t>(limit));
     std::set<std::string> activations;
-    for (const std::string& l : layers) activations.insert(activation_of[l]);
+    for (const std::string& l : layers)
+      if (precision_of[l] == "int8") activations.insert(activation_of[l]);
     ranges = calibrate_ranges(model, base_dir, activations, samples, method, percentile, threads);
     std::printf("calibrated %zu activations on %zu samples (%s)\n", activations.size(), samples.size(),
                 args.get("--calib-method", "percentile").c_str());
-    writer = [&](onnx::ModelProto& m, const std::set<std::string>& chosen) { onnx_io::write_qdq(m, chosen, ranges, base_dir); };
   }
   Int8Guard guard(model, in, *session, model_inputs(args, *session), threads, writer);
   session.reset();  // the FP32 reference is taken
   GuardReport report = guard.choose(layers, min_cosine, args.has("--sensitivity"));
+  report.precision = precision_of;
   onnx::ModelProto result = guard.write({report.int8.begin(), report.int8.end()});
   {
     std::ofstream f(out, std::ios::binary);
     if (!f || !result.SerializeToOstream(&f)) throw Error("cannot write " + out);
   }
-  std::printf("%s: %zu of %zu %s in INT8 (%zu fell back to FP32), %zu candidates with constant weights\n", out.c_str(),
-              report.int8.size(), layers.size(), calibrated ? "MatMuls/Convs, static QDQ," : "MatMuls", report.fp32_fallback.size(),
-              candidates.size());
+  size_t fp16 = 0;
+  for (const std::string& l : report.int8) fp16 += precision_of[l] == "fp16";
+  std::printf("%s: %zu of %zu %s in INT8, %zu in FP16 (%zu fell back to FP32), %zu candidates with constant weights\n",
+              out.c_str(), report.int8.size() - fp16, layers.size(), calibrated ? "MatMuls/Convs (static QDQ)" : "MatMuls", fp16,
+              report.fp32_fallback.size(), candidates.size());
   for (const OutputAccuracy& o : report.outputs)
     std::printf("  %s: cosine to FP32 min %.6f, mean %.6f, max abs error %.4g\n", o.name.c_str(), o.min_cosine,
                 o.mean_cosine, o.max_abs_error);

@@ -136,7 +136,13 @@ std::string GuardReport::to_json() const {
     s += std::string(i ? ", " : "") + "{\"name\": \"" + runtime::json_escape(outputs[i].name) + "\", \"min_cosine\": " +
          num(outputs[i].min_cosine) + ", \"mean_cosine\": " + num(outputs[i].mean_cosine) +
          ", \"max_abs_error\": " + num(outputs[i].max_abs_error) + "}";
-  s += "], \"int8_layers\": " + names(int8) + ", \"fp32_fallback\": " + names(fp32_fallback) + ", \"sensitivity\": [";
+  std::vector<std::string> in_int8, in_fp16;
+  for (const std::string& l : int8) {
+    auto p = precision.find(l);
+    (p != precision.end() && p->second == "fp16" ? in_fp16 : in_int8).push_back(l);
+  }
+  s += "], \"int8_layers\": " + names(in_int8) + ", \"fp16_layers\": " + names(in_fp16) +
+       ", \"fp32_fallback\": " + names(fp32_fallback) + ", \"sensitivity\": [";
   for (size_t i = 0; i < sensitivity.size(); ++i)
     s += std::string(i ? ", " : "") + "{\"layer\": \"" + runtime::json_escape(sensitivity[i].first) +
          "\", \"min_cosine_alone\": " + num(sensitivity[i].second) + "}";

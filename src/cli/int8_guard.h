@@ -7,6 +7,7 @@
 // INT8; with a bound, the most sensitive layers fall back to FP32 one at a time until it holds.
 #pragma once
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,7 +27,8 @@ struct OutputAccuracy {
 struct GuardReport {
   std::vector<OutputAccuracy> outputs;                 // of the final choice
   std::vector<std::pair<std::string, double>> sensitivity;  // layer, min output cosine alone in INT8
-  std::vector<std::string> int8, fp32_fallback;        // layers by first output name
+  std::vector<std::string> int8, fp32_fallback;        // layers by first output name (int8: kept below FP32)
+  std::map<std::string, std::string> precision;         // layer -> "int8" / "fp16" (absent: int8)
   double min_cosine = 1;                                // worst over outputs
   std::string to_json() const;
 };

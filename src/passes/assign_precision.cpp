@@ -1,5 +1,5 @@
-// Marks MatMul / FusedMatMul / Gemm nodes with constant float32 weights to run in dynamic INT8
-// or BF16 (attribute precision = "int8" / "bf16", read by the kernels; int8_activations =
+// Marks MatMul / FusedMatMul / Gemm nodes with constant float32 weights to run in dynamic INT8,
+// with FP16 weights or in BF16 (attribute precision = "int8" / "fp16" / "bf16", read by the kernels; int8_activations =
 // "per_tensor" when the policy asks), and Conv / FusedConv ones in INT8 (the kernel keeps the
 // convolutions INT8 does not speed up in FP32), as the session's PrecisionPolicy chooses:
 //  - by modality (ir/modality.h); nodes where modalities have joined stay FP32;

@@ -46,6 +46,7 @@ bool conv_channels_last(ir::Graph& g, const PassContext& ctx);
 bool assign_precision(ir::Graph& g, const PassContext& ctx);
 bool absorb_dynamic_quantization(ir::Graph& g, const PassContext& ctx);
 bool absorb_qdq(ir::Graph& g, const PassContext& ctx);
+bool absorb_fp16_weights(ir::Graph& g, const PassContext& ctx);
 
 struct PassReport {
   size_t nodes_before = 0, nodes_after = 0;

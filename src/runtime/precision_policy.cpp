@@ -19,10 +19,11 @@ bool parse_word(const std::string& word, Precision* p, std::string* error) {
     *p = Precision::kBf16;
     return true;
   }
-  if (word == "fp16")
-    *error = "--precision: fp16 is not available yet (use fp32, bf16 or int8)";
-  else
-    *error = "--precision: unknown precision '" + word + "' (use fp32, bf16 or int8)";
+  if (word == "fp16") {
+    *p = Precision::kFp16;
+    return true;
+  }
+  *error = "--precision: unknown precision '" + word + "' (use fp32, fp16, bf16 or int8)";
   return false;
 }
 
@@ -43,6 +44,7 @@ const char* precision_name(Precision p) {
     case Precision::kFp32: return "fp32";
     case Precision::kInt8: return "int8";
     case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
   }
   return "?";
 }

@@ -107,7 +107,7 @@ TEST_F(Cli, BadArguments) {
 TEST_F(Cli, BadPrecisionFlags) {
   std::string run = "run " + quote(model_) + " --input x=" + quote(good_npy_) + " --output-dir " + quote(dir_.file("out"));
   expect_clean_failure(run_cli(run + " --precision int4", dir_), "int4", "unknown precision");
-  expect_clean_failure(run_cli(run + " --precision fp16", dir_), "not available yet", "fp16 not yet");
+  expect_clean_failure(run_cli(run + " --precision fp8", dir_), "unknown precision 'fp8'", "fp8");
   expect_clean_failure(run_cli(run + " --precision face=int8", dir_), "'face'", "unknown modality");
   expect_clean_failure(run_cli(run + " --precision vision", dir_), "unknown precision 'vision'", "modality without value");
   expect_clean_failure(run_cli(run + " --precision vision=int8,text", dir_), "MODALITY=PRECISION", "half a list");

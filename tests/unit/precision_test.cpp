@@ -39,6 +39,10 @@ TEST(PrecisionPolicy, ParsesShorthandAndLists) {
   EXPECT_EQ(precision_spec(p), "bf16");
   ASSERT_TRUE(parse_precision("vision=int8,text=bf16", &p));
   EXPECT_EQ(precision_spec(p), "vision=int8,text=bf16,audio=bf16,other=bf16");
+  PrecisionPolicy half;
+  ASSERT_TRUE(parse_precision("vision=int8,text=fp16", &half));
+  EXPECT_EQ(half.of(Modality::kText), Precision::kFp16);
+  EXPECT_EQ(precision_spec(half), "vision=int8,text=fp16,audio=fp32,other=fp32");
   PrecisionPolicy again;
   ASSERT_TRUE(parse_precision(precision_spec(p), &again));
   EXPECT_EQ(again.by_modality, p.by_modality);
@@ -52,8 +56,8 @@ TEST(PrecisionPolicy, BadValuesGiveOneLineErrorsAndLeaveThePolicyAlone) {
     const char* says;
   } bad[] = {{"", "empty"},
              {"int4", "unknown precision 'int4'"},
-             {"fp16", "fp16 is not available yet"},
-             {"vision=fp16", "fp16 is not available yet"},
+             {"fp8", "unknown precision 'fp8'"},
+             {"vision=int2", "unknown precision 'int2'"},
              {"vision=", "expected MODALITY=PRECISION"},
              {"=int8", "expected MODALITY=PRECISION"},
              {"vision=int8,", "expected MODALITY=PRECISION"},

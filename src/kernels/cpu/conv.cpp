@@ -48,9 +48,9 @@ class ConvKernel : public Kernel {
     const Tensor* w = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
     if (w && w->dtype() == DType::kFloat32) const_w_ = w;
     std::string precision = spec.a().get_string("precision", "");
-    // bf16 is a valid policy word; convs have no BF16 kernel and stay FP32 under it.
-    if (!precision.empty() && precision != "fp32" && precision != "bf16" && precision != "int8")
-      fail("attribute 'precision' must be fp32, bf16 or int8, got '" + precision + "'");
+    // bf16 and fp16 are valid policy words; convs have no such kernels and stay FP32 under them.
+    if (!precision.empty() && precision != "fp32" && precision != "bf16" && precision != "fp16" && precision != "int8")
+      fail("attribute 'precision' must be fp32, fp16, bf16 or int8, got '" + precision + "'");
     if (precision == "int8") {
       std::optional<StaticRange> range = int8_range_attr(spec);
       if (const_w_ && const_w_->shape().size() == 4)

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/bf16_gemm.h"
 #include "kernels/cpu/dense_gemm.h"
+#include "kernels/cpu/fp16_gemm.h"
 #include "kernels/cpu/int8_gemm.h"
 #include "kernels/cpu/kernel.h"
 
@@ -29,8 +30,11 @@ std::unique_ptr<PackedGemm> make_packed_gemm(const KernelSpec& spec, const float
                                       range ? &*range : nullptr);
   }
   if (precision == "bf16") return std::make_unique<Bf16Gemm>(w, K, N, w_transposed, alpha, bias, act);
-  if (!precision.empty() && precision != "fp32" && precision != "int8")
-    fail("attribute 'precision' must be fp32, bf16 or int8, got '" + precision + "'");
+  // Weights beyond the half range stay FP32 rather than turn into infinities.
+  if (precision == "fp16" && Fp16Gemm::representable(w, K * N, alpha))
+    return std::make_unique<Fp16Gemm>(w, K, N, w_transposed, alpha, bias, act);
+  if (!precision.empty() && precision != "fp32" && precision != "int8" && precision != "fp16")
+    fail("attribute 'precision' must be fp32, fp16, bf16 or int8, got '" + precision + "'");
   return std::make_unique<ConstWeightGemm>(w, K, N, w_transposed, alpha, bias, act);
 }
 

@@ -36,7 +36,7 @@ TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
   struct Bad {
     const char* json;
     const char* says;
-  } bad[] = {{R"({"precision": "fp16"})", "fp16 is not available yet"},
+  } bad[] = {{R"({"precision": "fp8"})", "unknown precision 'fp8'"},
              {R"({"precision": "face=int8"})", "unknown modality 'face'"},
              {R"({"precision": 8})", "precision must be a string"},
              {R"({"keep_fp32": "proj("})", "--keep-fp32: bad regular expression"},
