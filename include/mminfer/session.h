@@ -1,5 +1,6 @@
 // Session: load an ONNX model once, run it many times.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +23,13 @@ struct SessionOptions {
   bool profile = false;      // time every node (implied by profile_path); see Session::op_times
   InterOp inter_op = InterOp::kAuto;  // profiled runs always go one node at a time
   PrecisionPolicy precision;          // FP32 everywhere unless it says otherwise
+  // Calibration: values of the model named in `observe` are handed to `observer` after every run,
+  // as the model computed them (they stay values of the graph through the optimizations; names
+  // the model lacks are ignored). With observe_model set, only the session loaded from that file
+  // observes, so one pipeline's other models stay as they are.
+  std::vector<std::string> observe;
+  std::string observe_model;
+  std::function<void(const std::string& value, const Tensor& tensor)> observer;
 };
 
 // Time spent in one op type over the runs profiled so far.

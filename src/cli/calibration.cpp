@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include "cli/input_files.h"
 #include "core/npy.h"
 #include "modal/image/clip.h"
 #include "modal/image/image.h"
+#include "pipelines/embedder.h"
+#include "pipelines/manifest.h"
 #include "pipelines/ocr/ocr_pipeline.h"
 
 namespace mminfer::cli {
@@ -80,52 +83,99 @@ std::vector<Sample> calibration_samples(const std::string& dir, const Session& s
   return out;
 }
 
-std::map<std::string, std::pair<float, float>> calibrate_ranges(const onnx::ModelProto& model, const std::string& base_dir,
-                                                                const std::set<std::string>& activations,
-                                                                const std::vector<Sample>& samples,
-                                                                CalibrationMethod method, double percentile, int threads) {
-  // The activations become extra outputs of a copy of the model (graph inputs are read from the
-  // samples themselves).
-  onnx::ModelProto probe = model;
-  std::set<std::string> graph_inputs;
-  for (const auto& i : model.graph().input()) graph_inputs.insert(i.name());
-  std::set<std::string> existing;
-  for (const auto& o : model.graph().output()) existing.insert(o.name());
-  for (const std::string& a : activations) {
-    if (graph_inputs.count(a) || existing.count(a)) continue;
-    onnx::ValueInfoProto* v = probe.mutable_graph()->add_output();
-    v->set_name(a);
-    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  }
-  std::string bytes;
-  probe.SerializeToString(&bytes);
-  SessionOptions opts;
-  opts.threads = threads;
-  std::unique_ptr<Session> session;
-  if (Status st = Session::load_from_bytes(bytes, base_dir, opts, &session); !st) throw Error(st.message());
-  std::map<std::string, size_t> output_index;
-  for (size_t i = 0; i < session->outputs().size(); ++i) output_index[session->outputs()[i].name] = i;
-
-  std::map<std::string, RangeObserver> observers;
-  for (const std::string& a : activations) observers[a];
-  auto sweep = [&](bool histogram) {
-    for (const Sample& s : samples) {
-      std::vector<Tensor> outs;
+CalibrationRun run_samples(const std::string& path, const std::vector<Sample>& samples) {
+  return [path, &samples](const SessionOptions& options) {
+    std::unique_ptr<Session> session;
+    if (Status st = Session::load(path, options, &session); !st) throw Error(st.message());
+    std::vector<Tensor> outs;
+    for (const Sample& s : samples)
       if (Status st = session->run(s, &outs); !st) throw Error("calibration run: " + st.message());
-      for (auto& [name, obs] : observers) {
-        const Tensor* t = nullptr;
-        auto it = output_index.find(name);
-        if (it != output_index.end()) t = &outs[it->second];
-        for (const NamedTensor& in : s)
-          if (in.first == name) t = &in.second;
-        if (!t || t->dtype() != DType::kFloat32) throw Error("calibration: '" + name + "' is not a float32 tensor of the model");
-        if (histogram) obs.observe_histogram(t->data<float>(), t->numel());
-        else obs.observe_range(t->data<float>(), t->numel());
+  };
+}
+
+CalibrationRun run_pipeline(const std::string& pipeline_dir, const std::string& dir, size_t limit) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw Error("--calib: not a folder: " + dir);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  if (files.size() > limit) files.resize(limit);
+  if (files.empty()) throw Error("--calib " + dir + ": no files in it");
+  pipelines::Manifest manifest = fs::is_regular_file(fs::path(pipeline_dir) / "pipeline.json")
+                                     ? pipelines::read_manifest(pipeline_dir)
+                                     : ocr::ocr_manifest(pipeline_dir);
+  return [manifest, files](const SessionOptions& options) {
+    auto audio_name = [](const fs::path& p) {
+      std::string e = p.extension().string();
+      return e == ".wav" || e == ".flac" || e == ".ogg" || e == ".mp3";
+    };
+    if (manifest.type == pipelines::PipelineType::kOcr) {
+      ocr::OcrPipeline ocr(manifest, options, ocr::ocr_options(manifest));
+      for (const fs::path& f : files)
+        if (is_image_name(f)) ocr.run(image::decode_image(read_input_file(f.string())));
+      return;
+    }
+    std::unique_ptr<pipelines::Embedder> embedder = pipelines::open_embedder(manifest, options);
+    for (const fs::path& f : files) {
+      try {
+        if (is_image_name(f) && embedder->has_tower(pipelines::Modality::kImage)) {
+          image::Image img = image::decode_image(read_input_file(f.string()));
+          embedder->embed_images(std::span<const image::Image>(&img, 1));
+        } else if (f.extension() == ".txt" && embedder->has_tower(pipelines::Modality::kText)) {
+          std::vector<std::string> lines;
+          std::istringstream in(read_text_file(f.string()));
+          for (std::string line; std::getline(in, line);)
+            if (!line.empty()) lines.push_back(line);
+          if (!lines.empty()) embedder->embed_texts(lines);
+        } else if (audio_name(f) && embedder->has_tower(pipelines::Modality::kAudio)) {
+          std::vector<std::vector<uint8_t>> clip = {read_input_file(f.string())};
+          embedder->embed_audio(clip);
+        }
+      } catch (const Error& e) {
+        throw Error("--calib " + f.string() + ": " + e.what());
       }
     }
   };
-  sweep(false);
-  if (method != CalibrationMethod::kMinMax) sweep(true);
+}
+
+std::map<std::string, std::pair<float, float>> calibrate_ranges(const std::string& path,
+                                                                const std::set<std::string>& activations,
+                                                                const CalibrationRun& run, CalibrationMethod method,
+                                                                double percentile, int threads,
+                                                                const std::vector<std::string>& inputs, size_t keep,
+                                                                std::vector<Sample>* kept) {
+  std::map<std::string, RangeObserver> observers;
+  std::map<std::string, int64_t> seen;
+  for (const std::string& a : activations) observers[a];
+  bool histogram = false;
+  SessionOptions options;
+  options.threads = threads;
+  options.observe.assign(activations.begin(), activations.end());
+  options.observe.insert(options.observe.end(), inputs.begin(), inputs.end());
+  options.observe_model = path;
+  Sample filling;  // the inputs of the run in progress (the observer sees inputs first)
+  options.observer = [&](const std::string& name, const Tensor& t) {
+    if (kept && !histogram && std::find(inputs.begin(), inputs.end(), name) != inputs.end()) {
+      if (kept->size() < keep) filling.emplace_back(name, t.clone());
+      if (filling.size() == inputs.size()) kept->push_back(std::move(filling)), filling.clear();
+    }
+    auto it = observers.find(name);
+    if (it == observers.end()) return;
+    if (t.dtype() != DType::kFloat32) throw Error("calibration: '" + name + "' is " + dtype_name(t.dtype()) + ", not float32");
+    ++seen[name];
+    if (histogram) it->second.observe_histogram(t.data<float>(), t.numel());
+    else it->second.observe_range(t.data<float>(), t.numel());
+  };
+  run(options);
+  for (const std::string& a : activations)
+    if (!seen.count(a))
+      throw Error("calibration never computed '" + a + "': the calibration set does not reach it (is " + path +
+                  " the model the pipeline runs for these files?)");
+  if (method != CalibrationMethod::kMinMax) {
+    histogram = true;
+    run(options);
+  }
   std::map<std::string, std::pair<float, float>> out;
   for (auto& [name, obs] : observers) {
     ActivationRange r = obs.range(method, percentile);

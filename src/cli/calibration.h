@@ -1,13 +1,12 @@
 // Static INT8 calibration for `mminfer optimize --calib`: the calibration set, and the range of
 // each chosen activation over it.
 #pragma once
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <onnx/onnx_pb.h>
 
 #include "core/activation_ranges.h"
 #include "mminfer/session.h"
@@ -26,11 +25,26 @@ using Sample = std::vector<NamedTensor>;
 std::vector<Sample> calibration_samples(const std::string& dir, const Session& session, const std::string& preprocess,
                                         size_t limit);
 
-// Runs `model` (its file's folder `base_dir` resolves external data) on the samples and returns
-// the range `method` picks for each of `activations`.
-std::map<std::string, std::pair<float, float>> calibrate_ranges(const onnx::ModelProto& model, const std::string& base_dir,
+// Loads whatever runs the model with these session options (which observe its activations) and
+// feeds it the whole calibration set.
+using CalibrationRun = std::function<void(const SessionOptions&)>;
+// The model at `path` on the samples, one run each.
+CalibrationRun run_samples(const std::string& path, const std::vector<Sample>& samples);
+// The pipeline in `pipeline_dir` (clip, audio-encoder or ocr) on the files in `dir`, sorted, at most
+// `limit`: images, texts (.txt, one sample per line) and audio clips, whichever it takes, each
+// through its own preprocessing; the model being calibrated is one of the pipeline's.
+CalibrationRun run_pipeline(const std::string& pipeline_dir, const std::string& dir, size_t limit);
+
+// The range `method` picks for each of `activations` of the model at `path`, observed through
+// `run` (twice for percentile and entropy: range, then histogram). Throws Error when an
+// activation was never computed (the pipeline does not run that model). `inputs`: the model's
+// input names; the first `keep` runs' inputs are copied to `kept` (evaluation inputs as the
+// pipeline makes them).
+std::map<std::string, std::pair<float, float>> calibrate_ranges(const std::string& path,
                                                                 const std::set<std::string>& activations,
-                                                                const std::vector<Sample>& samples,
-                                                                CalibrationMethod method, double percentile, int threads);
+                                                                const CalibrationRun& run, CalibrationMethod method,
+                                                                double percentile, int threads,
+                                                                const std::vector<std::string>& inputs = {},
+                                                                size_t keep = 0, std::vector<Sample>* kept = nullptr);
 
 }  // namespace mminfer::cli

@@ -58,7 +58,7 @@ int cmd_optimize(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_precision_flags({"-o", "--output", "--quantize", "--input", "--shape", "--int-range", "--min-cosine", "--report",
                                   "--threads", "--calib", "--calib-method", "--percentile", "--calib-preprocess",
-                                  "--calib-limit"}),
+                                  "--calib-limit", "--calib-pipeline"}),
             {"--help", "--sensitivity"});
   if (args.has("--help") || args.positional().size() != 1 || !(args.has("-o") || args.has("--output"))) {
     std::fputs(
@@ -66,11 +66,14 @@ int cmd_optimize(int argc, char** argv) {
         "                        [--fp32-edges on|off] [--input NAME=F.npy | --shape NAME=AxB]... [--int-range NAME=LO:HI]\n"
         "                        [--min-cosine X] [--sensitivity] [--report FILE.json] [--threads N]\n"
         "                        [--calib DIR [--calib-method minmax|percentile|entropy] [--percentile P]\n"
-        "                         [--calib-preprocess clip|ocr-det] [--calib-limit N]]\n"
+        "                         [--calib-preprocess clip|ocr-det | --calib-pipeline DIR] [--calib-limit N]]\n"
         "  writes the MatMuls the policy picks (default: every modality INT8, first, last and projection\n"
         "  layers FP32) in ONNX Runtime's dynamic INT8 form, int8 weights per output column. With --calib,\n"
         "  MatMuls and Convs in the static QDQ form instead, each activation's range calibrated on DIR\n"
-        "  (.npy files, folders of INPUT.npy, or images through --calib-preprocess; default method\n"
+        "  (.npy files, folders of INPUT.npy, or images through --calib-preprocess; or images, texts\n"
+        "  (.txt, a sample a line) and audio through the pipeline in --calib-pipeline DIR that runs the\n"
+        "  model, each through its own preprocessing (then also evaluated on the first 4 inputs it made,\n"
+        "  unless --input or --shape says otherwise); default method\n"
         "  percentile 99.99). --quantize fp16 (or fp16 in --precision) writes MatMul weights as FLOAT16\n"
         "  initializers behind a Cast instead. Every output\n"
         "  is compared with FP32 on the evaluation inputs (--input files, else random ones of --shape or\n"
@@ -127,22 +130,35 @@ int cmd_optimize(int argc, char** argv) {
     else onnx_io::write_dynamic_int8(m, only(chosen, "int8"), base_dir);
     onnx_io::write_fp16_weights(m, only(chosen, "fp16"), base_dir);
   };
+  std::vector<std::vector<NamedTensor>> evaluation;
   if (calibrated) {
     CalibrationMethod method = parse_calibration_method(args.get("--calib-method", "percentile"));
     double percentile = args.get_double("--percentile", 99.99);
     if (!(percentile > 0 && percentile <= 100)) throw Error("--percentile must be in (0, 100]");
     int limit = args.get_int("--calib-limit", 64);
     if (limit < 1) throw Error("--calib-limit must be at least 1");
-    std::vector<Sample> samples =
-        calibration_samples(args.get("--calib"), *session, args.get("--calib-preprocess", ""), static_cast<size_t>(limit));
     std::set<std::string> activations;
     for (const std::string& l : layers)
       if (precision_of[l] == "int8") activations.insert(activation_of[l]);
-    ranges = calibrate_ranges(model, base_dir, activations, samples, method, percentile, threads);
-    std::printf("calibrated %zu activations on %zu samples (%s)\n", activations.size(), samples.size(),
-                args.get("--calib-method", "percentile").c_str());
+    std::vector<Sample> samples;
+    CalibrationRun run;
+    if (args.has("--calib-pipeline")) {
+      if (args.has("--calib-preprocess")) throw Error("give --calib-pipeline or --calib-preprocess, not both");
+      run = run_pipeline(args.get("--calib-pipeline"), args.get("--calib"), static_cast<size_t>(limit));
+    } else {
+      samples = calibration_samples(args.get("--calib"), *session, args.get("--calib-preprocess", ""), static_cast<size_t>(limit));
+      run = run_samples(in, samples);
+    }
+    // Evaluated on what the pipeline feeds the model, unless the command line gives inputs.
+    std::vector<std::string> input_names;
+    for (const ValueInfo& v : session->inputs()) input_names.push_back(v.name);
+    bool own_inputs = args.has("--calib-pipeline") && !args.has("--input") && !args.has("--shape");
+    ranges = calibrate_ranges(in, activations, run, method, percentile, threads, input_names, own_inputs ? 4 : 0,
+                              &evaluation);
+    std::printf("calibrated %zu activations (%s)\n", activations.size(), args.get("--calib-method", "percentile").c_str());
   }
-  Int8Guard guard(model, in, *session, model_inputs(args, *session), threads, writer);
+  if (evaluation.empty()) evaluation.push_back(model_inputs(args, *session));
+  Int8Guard guard(model, in, *session, evaluation, threads, writer);
   session.reset();  // the FP32 reference is taken
   GuardReport report = guard.choose(layers, min_cosine, args.has("--sensitivity"));
   report.precision = precision_of;

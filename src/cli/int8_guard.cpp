@@ -21,13 +21,28 @@ std::vector<Tensor> run_session(Session& session, const std::vector<NamedTensor>
 }
 
 // The trial file, as the file says: activations quantized per tensor.
-std::vector<Tensor> run_trial(const std::string& path, int threads, const std::vector<NamedTensor>& inputs) {
+std::vector<std::vector<Tensor>> run_trial(const std::string& path, int threads,
+                                           const std::vector<std::vector<NamedTensor>>& inputs) {
   SessionOptions opts;
   opts.threads = threads;
   opts.precision.int8_per_tensor = true;
   std::unique_ptr<Session> session;
   if (Status st = Session::load(path, opts, &session); !st) throw Error(st.message());
-  return run_session(*session, inputs);
+  std::vector<std::vector<Tensor>> out;
+  for (const auto& set : inputs) out.push_back(run_session(*session, set));
+  return out;
+}
+
+// One output's accuracy over several runs: the worst minimum and error, the mean of the means.
+OutputAccuracy merge(const std::vector<OutputAccuracy>& runs) {
+  OutputAccuracy m = runs.front();
+  m.mean_cosine = 0;
+  for (const OutputAccuracy& r : runs) {
+    m.min_cosine = std::min(m.min_cosine, r.min_cosine);
+    m.max_abs_error = std::max(m.max_abs_error, r.max_abs_error);
+    m.mean_cosine += r.mean_cosine / static_cast<double>(runs.size());
+  }
+  return m;
 }
 
 // Cosine per row of the first axis (the whole tensor when rank < 2) and the largest error.
@@ -64,11 +79,12 @@ double worst(const std::vector<OutputAccuracy>& outs) {
 }  // namespace
 
 Int8Guard::Int8Guard(const onnx::ModelProto& model, const std::string& path, Session& fp32,
-                     std::vector<NamedTensor> inputs, int threads, Int8Writer writer)
+                     std::vector<std::vector<NamedTensor>> inputs, int threads, Int8Writer writer)
     : model_(model), writer_(std::move(writer)), inputs_(std::move(inputs)), threads_(threads) {
+  if (inputs_.empty()) throw Error("no evaluation inputs");
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   base_dir_ = dir.empty() ? "." : dir.string();
-  reference_ = run_session(fp32, inputs_);
+  for (const auto& set : inputs_) reference_.push_back(run_session(fp32, set));
   for (const ValueInfo& v : fp32.outputs()) names_.push_back(v.name);
 }
 
@@ -85,7 +101,7 @@ std::vector<OutputAccuracy> Int8Guard::measure(const std::set<std::string>& laye
     std::ofstream f(tmp, std::ios::binary);
     if (!f || !write(layers).SerializeToOstream(&f)) throw Error("cannot write a trial model next to the source: " + tmp);
   }
-  std::vector<Tensor> got;
+  std::vector<std::vector<Tensor>> got;
   try {
     got = run_trial(tmp, threads_, inputs_);
   } catch (...) {
@@ -94,7 +110,11 @@ std::vector<OutputAccuracy> Int8Guard::measure(const std::set<std::string>& laye
   }
   std::filesystem::remove(tmp);
   std::vector<OutputAccuracy> out;
-  for (size_t i = 0; i < got.size(); ++i) out.push_back(compare(names_[i], got[i], reference_[i]));
+  for (size_t o = 0; o < names_.size(); ++o) {
+    std::vector<OutputAccuracy> runs;
+    for (size_t r = 0; r < got.size(); ++r) runs.push_back(compare(names_[o], got[r][o], reference_[r][o]));
+    out.push_back(merge(runs));
+  }
   return out;
 }
 

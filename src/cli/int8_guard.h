@@ -20,7 +20,7 @@ namespace mminfer::cli {
 
 struct OutputAccuracy {
   std::string name;
-  double min_cosine = 1, mean_cosine = 1;  // over the rows of the output's first axis
+  double min_cosine = 1, mean_cosine = 1;  // over the rows of the output's first axis, in every run
   double max_abs_error = 0;
 };
 
@@ -38,10 +38,10 @@ using Int8Writer = std::function<void(onnx::ModelProto&, const std::set<std::str
 
 class Int8Guard {
  public:
-  // `model` as read from `path` and `fp32` loaded from it; `inputs` the evaluation set;
-  // threads for the trial sessions; `writer` the INT8 form.
-  Int8Guard(const onnx::ModelProto& model, const std::string& path, Session& fp32, std::vector<NamedTensor> inputs,
-            int threads, Int8Writer writer);
+  // `model` as read from `path` and `fp32` loaded from it; `inputs` the evaluation set (one run
+  // per entry; shapes may differ); threads for the trial sessions; `writer` the INT8 form.
+  Int8Guard(const onnx::ModelProto& model, const std::string& path, Session& fp32,
+            std::vector<std::vector<NamedTensor>> inputs, int threads, Int8Writer writer);
 
   // The outputs' accuracy with `layers` in INT8.
   std::vector<OutputAccuracy> measure(const std::set<std::string>& layers);
@@ -56,10 +56,10 @@ class Int8Guard {
   const onnx::ModelProto& model_;
   Int8Writer writer_;
   std::string base_dir_;
-  std::vector<NamedTensor> inputs_;
+  std::vector<std::vector<NamedTensor>> inputs_;
   int threads_;
   std::vector<std::string> names_;
-  std::vector<Tensor> reference_;
+  std::vector<std::vector<Tensor>> reference_;  // per entry of inputs_
 };
 
 }  // namespace mminfer::cli

@@ -16,6 +16,10 @@ int64_t default_opset(const onnx::ModelProto& model) {
 std::map<std::string, const onnx::TensorProto*> initializers(const onnx::GraphProto& g) {
   std::map<std::string, const onnx::TensorProto*> out;
   for (const auto& t : g.initializer()) out[t.name()] = &t;
+  for (const auto& n : g.node())  // some exporters (paddle2onnx) hold weights in Constant nodes
+    if (n.op_type() == "Constant" && is_default_domain(n.domain()) && n.output_size() == 1)
+      for (const auto& a : n.attribute())
+        if (a.name() == "value" && a.has_t()) out[n.output(0)] = &a.t();
   return out;
 }
 
@@ -82,6 +86,12 @@ void drop_unused_initializers(onnx::GraphProto* g) {
   for (const auto& n : g->node())
     for (const auto& s : n.input()) used.insert(s);
   for (const auto& o : g->output()) used.insert(o.name());
+  auto* nodes = g->mutable_node();
+  nodes->erase(std::remove_if(nodes->begin(), nodes->end(),
+                              [&](const onnx::NodeProto& n) {
+                                return n.op_type() == "Constant" && n.output_size() == 1 && !used.count(n.output(0));
+                              }),
+               nodes->end());
   auto* list = g->mutable_initializer();
   std::set<std::string> dropped;
   for (const auto& t : *list)

@@ -14,6 +14,7 @@ namespace mminfer::onnx_io {
 bool is_default_domain(const std::string& d);
 // The default domain's opset version (0 when the model imports none).
 int64_t default_opset(const onnx::ModelProto& model);
+// Initializers and the values of Constant nodes, by name.
 std::map<std::string, const onnx::TensorProto*> initializers(const onnx::GraphProto& g);
 // The initializer `name` when it is float32 of the given rank, else null.
 const onnx::TensorProto* float_initializer(const std::map<std::string, const onnx::TensorProto*>& inits,
@@ -35,7 +36,8 @@ onnx::NodeProto make_node(const std::string& op, const std::vector<std::string>&
 // all-zero or non-finite channel, whose non-finite values become 0): {int8 weights, scales}.
 std::pair<Tensor, Tensor> symmetric_int8(const Tensor& w, int64_t axis);
 
-// Drops initializers (and their graph-input entries, which older files have) that nothing reads.
+// Drops initializers (and their graph-input entries, which older files have) and Constant nodes
+// that nothing reads.
 void drop_unused_initializers(onnx::GraphProto* g);
 
 }  // namespace mminfer::onnx_io

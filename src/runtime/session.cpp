@@ -1,6 +1,7 @@
 // The public Session: loads a model, validates inputs, runs the executor.
 #include "mminfer/session.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -31,13 +32,35 @@ ValueInfo info_of(const ir::Value& v) {
   return info;
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec1, ec2;
+  auto ca = std::filesystem::weakly_canonical(a, ec1), cb = std::filesystem::weakly_canonical(b, ec2);
+  return !ec1 && !ec2 && ca == cb;
+}
+
 class SessionImpl final : public Session {
  public:
-  SessionImpl(onnx_io::LoadedModel model, const SessionOptions& options)
+  SessionImpl(onnx_io::LoadedModel model, const SessionOptions& options, const std::string& path)
       : options_(options) {
     set_num_threads(options.threads);
-    for (int v : model.graph.inputs) inputs_.push_back(info_of(model.graph.values[v]));
-    for (int v : model.graph.outputs) outputs_.push_back(info_of(model.graph.values[v]));
+    ir::Graph& g = model.graph;
+    for (int v : g.inputs) inputs_.push_back(info_of(g.values[v]));
+    for (int v : g.outputs) outputs_.push_back(info_of(g.values[v]));
+    // Observed values become extra outputs (after the model's own), which run() hands to the observer.
+    if (options.observer && (options.observe_model.empty() || same_file(path, options.observe_model))) {
+      for (const std::string& name : options.observe) {
+        int v = g.find_value(name);
+        if (v < 0 || g.values[v].is_constant) continue;
+        if (g.values[v].is_graph_input) {
+          for (size_t i = 0; i < g.inputs.size(); ++i)
+            if (g.inputs[i] == v) observed_inputs_.emplace_back(name, i);
+          continue;
+        }
+        size_t at = std::find(g.outputs.begin(), g.outputs.end(), v) - g.outputs.begin();
+        if (at == g.outputs.size()) g.values[v].is_graph_output = true, g.outputs.push_back(v);
+        observed_.emplace_back(name, at);
+      }
+    }
     passes::PassContext ctx;
     ctx.opt_level = options.opt_level;
     ctx.evaluate = runtime::evaluate_node;
@@ -94,6 +117,9 @@ class SessionImpl final : public Session {
       for (size_t i = 0; i < inputs_.size(); ++i)
         if (!seen[i]) return Status::error("missing input '" + inputs_[i].name + "'");
       *outputs = executor_->run(ordered, profiler_.get());
+      for (const auto& [name, i] : observed_inputs_) options_.observer(name, ordered[i]);
+      for (const auto& [name, i] : observed_) options_.observer(name, (*outputs)[i]);
+      outputs->resize(outputs_.size());
       return Status::ok();
     } catch (const Error& e) {
       return Status::error(e.what());
@@ -128,20 +154,22 @@ class SessionImpl final : public Session {
 
   SessionOptions options_;
   std::vector<ValueInfo> inputs_, outputs_;
+  std::vector<std::pair<std::string, size_t>> observed_, observed_inputs_;  // name, executor output / input index
   std::unique_ptr<runtime::Executor> executor_;
   std::unique_ptr<runtime::Profiler> profiler_;
   size_t window_start_ = 0;  // first profiler event counted by op_times
   std::mutex mutex_;
 };
 
-Status make_session(onnx_io::LoadedModel model, const SessionOptions& options, std::unique_ptr<Session>* out) {
-  *out = std::make_unique<SessionImpl>(std::move(model), options);
+Status make_session(onnx_io::LoadedModel model, const SessionOptions& options, std::unique_ptr<Session>* out,
+                    const std::string& path = "") {
+  *out = std::make_unique<SessionImpl>(std::move(model), options, path);
   return Status::ok();
 }
 
 Status load_checked(const std::string& path, const SessionOptions& options, std::unique_ptr<Session>* out) {
   try {
-    return make_session(onnx_io::load_model_file(path), options, out);
+    return make_session(onnx_io::load_model_file(path), options, out, path);
   } catch (const Error& e) {
     return Status::error(e.what());
   } catch (const std::bad_alloc&) {
