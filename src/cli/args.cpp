@@ -43,30 +43,33 @@ std::string Args::get(const std::string& flag, const std::string& fallback) cons
   return it == values_.end() ? fallback : it->second.back();
 }
 
-double Args::get_double(const std::string& flag, double fallback) const {
-  auto it = values_.find(flag);
-  if (it == values_.end()) return fallback;
+namespace {
+
+// The last value of `flag` read whole by `parse` (std::stoi, std::stod...); `what` in the error.
+template <typename T, typename Parse>
+T number_flag(const std::map<std::string, std::vector<std::string>>& values, const std::string& flag, T fallback,
+              Parse parse, const char* what) {
+  auto it = values.find(flag);
+  if (it == values.end()) return fallback;
   try {
     size_t pos = 0;
-    double v = std::stod(it->second.back(), &pos);
+    T v = parse(it->second.back(), &pos);
     if (pos != it->second.back().size()) throw std::invalid_argument("trailing");
     return v;
   } catch (const std::logic_error&) {
-    throw Error(flag + " expects a number, got '" + it->second.back() + "'");
+    throw Error(flag + " expects " + what + ", got '" + it->second.back() + "'");
   }
 }
 
+}  // namespace
+
+double Args::get_double(const std::string& flag, double fallback) const {
+  return number_flag(values_, flag, fallback, [](const std::string& s, size_t* p) { return std::stod(s, p); }, "a number");
+}
+
 int Args::get_int(const std::string& flag, int fallback) const {
-  auto it = values_.find(flag);
-  if (it == values_.end()) return fallback;
-  try {
-    size_t pos = 0;
-    int v = std::stoi(it->second.back(), &pos);
-    if (pos != it->second.back().size()) throw std::invalid_argument("trailing");
-    return v;
-  } catch (const std::logic_error&) {
-    throw Error(flag + " expects a whole number, got '" + it->second.back() + "'");
-  }
+  return number_flag(values_, flag, fallback, [](const std::string& s, size_t* p) { return std::stoi(s, p); },
+                     "a whole number");
 }
 
 std::vector<std::string> Args::all(const std::string& flag) const {

@@ -53,28 +53,18 @@ int write_dynamic_int8(onnx::ModelProto& model, const std::set<std::string>& tar
     *wz.data<int8_t>() = 0;
     std::string wq_name = taken.fresh(w->name() + "_quantized"), ws_name = taken.fresh(w->name() + "_scale"),
                 wz_name = taken.fresh(w->name() + "_zero_point");
-    for (auto [t, name] : {std::pair{&wq, wq_name}, std::pair{&ws, ws_name}, std::pair{&wz, wz_name}}) {
-      new_inits.emplace_back();
-      tensor_to_proto(*t, &new_inits.back());
-      new_inits.back().set_name(name);
-    }
+    add_initializer(new_inits, wq, wq_name);
+    add_initializer(new_inits, ws, ws_name);
+    add_initializer(new_inits, wz, wz_name);
     std::string y32 = taken.fresh(base + "_output_quantized"), yf = taken.fresh(base + "_output_quantized_cast"),
                 scale = taken.fresh(base + "_scales_mul");
     nodes.push_back(make_node("MatMulInteger", {q[0], wq_name, q[2], wz_name}, {y32}, taken.fresh(base + "_quant")));
-    onnx::NodeProto cast = make_node("Cast", {y32}, {yf}, taken.fresh(base + "_cast"));
-    onnx::AttributeProto* to = cast.add_attribute();
-    to->set_name("to");
-    to->set_type(onnx::AttributeProto::INT);
-    to->set_i(onnx::TensorProto::FLOAT);
-    nodes.push_back(cast);
+    nodes.push_back(make_cast_to_float(y32, yf, taken.fresh(base + "_cast")));
     nodes.push_back(make_node("Mul", {q[1], ws_name}, {scale}, taken.fresh(base + "_scales_mul_node")));
     nodes.push_back(make_node("Mul", {yf, scale}, {n.output(0)}, taken.fresh(base + "_output_scale_mul")));
     ++count;
   }
-  g->clear_node();
-  for (auto& n : nodes) *g->add_node() = std::move(n);
-  for (auto& t : new_inits) *g->add_initializer() = std::move(t);
-  drop_unused_initializers(g);  // the float weights, as quantize_dynamic drops them
+  replace_nodes(g, std::move(nodes), std::move(new_inits));  // the float weights go, as quantize_dynamic drops them
   if (count > 0)
     for (auto& op : *model.mutable_opset_import())
       if (is_default_domain(op.domain()) && op.version() < 11) op.set_version(11);  // DynamicQuantizeLinear

@@ -34,15 +34,8 @@ int write_fp16_weights(onnx::ModelProto& model, const std::set<std::string>& tar
       }
       if (fits) {
         std::string half = names.fresh(w->name() + "_fp16"), as_float = names.fresh(w->name() + "_fp16_cast");
-        new_inits.emplace_back();
-        tensor_to_proto(wh, &new_inits.back());
-        new_inits.back().set_name(half);
-        onnx::NodeProto cast = make_node("Cast", {half}, {as_float}, names.fresh(w->name() + "_Cast"));
-        onnx::AttributeProto* to = cast.add_attribute();
-        to->set_name("to");
-        to->set_type(onnx::AttributeProto::INT);
-        to->set_i(onnx::TensorProto::FLOAT);
-        nodes.push_back(cast);
+        add_initializer(new_inits, wh, half);
+        nodes.push_back(make_cast_to_float(half, as_float, names.fresh(w->name() + "_Cast")));
         widened[w->name()] = as_float;
       } else {
         widened[w->name()] = "";  // stays float
@@ -55,10 +48,7 @@ int write_fp16_weights(onnx::ModelProto& model, const std::set<std::string>& tar
     }
     nodes.push_back(std::move(n));
   }
-  g->clear_node();
-  for (auto& n : nodes) *g->add_node() = std::move(n);
-  for (auto& t : new_inits) *g->add_initializer() = std::move(t);
-  drop_unused_initializers(g);
+  replace_nodes(g, std::move(nodes), std::move(new_inits));
   return count;
 }
 

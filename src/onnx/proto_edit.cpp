@@ -1,5 +1,7 @@
 #include "onnx/proto_edit.h"
 
+#include "onnx/tensor_proto.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -56,6 +58,32 @@ onnx::NodeProto make_node(const std::string& op, const std::vector<std::string>&
   for (const auto& s : in) n.add_input(s);
   for (const auto& s : out) n.add_output(s);
   return n;
+}
+
+void add_initializer(std::vector<onnx::TensorProto>& out, const Tensor& t, const std::string& name) {
+  out.emplace_back();
+  tensor_to_proto(t, &out.back());
+  out.back().set_name(name);
+}
+
+onnx::NodeProto make_cast_to_float(const std::string& in, const std::string& out, const std::string& name) {
+  onnx::NodeProto cast = make_node("Cast", {in}, {out}, name);
+  set_int_attribute(&cast, "to", onnx::TensorProto::FLOAT);
+  return cast;
+}
+
+void set_int_attribute(onnx::NodeProto* n, const std::string& name, int64_t value) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+}
+
+void replace_nodes(onnx::GraphProto* g, std::vector<onnx::NodeProto> nodes, std::vector<onnx::TensorProto> initializers) {
+  g->clear_node();
+  for (auto& n : nodes) *g->add_node() = std::move(n);
+  for (auto& t : initializers) *g->add_initializer() = std::move(t);
+  drop_unused_initializers(g);
 }
 
 std::pair<Tensor, Tensor> symmetric_int8(const Tensor& w, int64_t axis) {

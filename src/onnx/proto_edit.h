@@ -36,8 +36,17 @@ onnx::NodeProto make_node(const std::string& op, const std::vector<std::string>&
 // all-zero or non-finite channel, whose non-finite values become 0): {int8 weights, scales}.
 std::pair<Tensor, Tensor> symmetric_int8(const Tensor& w, int64_t axis);
 
+// `t` named `name`, appended to `out` (initializers to add).
+void add_initializer(std::vector<onnx::TensorProto>& out, const Tensor& t, const std::string& name);
+// Cast(in, to = FLOAT) -> out.
+onnx::NodeProto make_cast_to_float(const std::string& in, const std::string& out, const std::string& name);
+void set_int_attribute(onnx::NodeProto* n, const std::string& name, int64_t value);
+
 // Drops initializers (and their graph-input entries, which older files have) and Constant nodes
 // that nothing reads.
 void drop_unused_initializers(onnx::GraphProto* g);
+// The writers' last step: the graph's nodes become `nodes`, `initializers` join the others, and
+// what nothing reads any more goes.
+void replace_nodes(onnx::GraphProto* g, std::vector<onnx::NodeProto> nodes, std::vector<onnx::TensorProto> initializers);
 
 }  // namespace mminfer::onnx_io

@@ -20,12 +20,6 @@ const onnx::TensorProto* candidate_weight(const std::map<std::string, const onnx
   return nullptr;
 }
 
-void add_initializer(std::vector<onnx::TensorProto>& out, const Tensor& t, const std::string& name) {
-  out.emplace_back();
-  tensor_to_proto(t, &out.back());
-  out.back().set_name(name);
-}
-
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> qdq_candidates(const onnx::ModelProto& model) {
@@ -91,10 +85,7 @@ int write_qdq(onnx::ModelProto& model, const std::set<std::string>& targets,
         add_initializer(new_inits, ws, s);
         add_initializer(new_inits, wz, z);
         onnx::NodeProto d = make_node("DequantizeLinear", {q, s, z}, {dq}, names.fresh(wn + "_DequantizeLinear"));
-        onnx::AttributeProto* a = d.add_attribute();
-        a->set_name("axis");
-        a->set_type(onnx::AttributeProto::INT);
-        a->set_i(axis);
+        set_int_attribute(&d, "axis", axis);
         nodes.push_back(d);
         dequantized[wn] = dq;
       }
@@ -103,10 +94,7 @@ int write_qdq(onnx::ModelProto& model, const std::set<std::string>& targets,
     nodes.push_back(std::move(n));
     ++count;
   }
-  g->clear_node();
-  for (auto& n : nodes) *g->add_node() = std::move(n);
-  for (auto& t : new_inits) *g->add_initializer() = std::move(t);
-  drop_unused_initializers(g);
+  replace_nodes(g, std::move(nodes), std::move(new_inits));
   return count;
 }
 

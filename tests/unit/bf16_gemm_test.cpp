@@ -24,13 +24,7 @@ float from_bf16(uint16_t b) {
   return f;
 }
 
-std::vector<float> normal(size_t n, unsigned seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using mminfer::testing::normal;
 
 TEST(Bf16Gemm, RoundsToNearestEvenAndKeepsSpecials) {
   EXPECT_EQ(Bf16Gemm::round(1.f), 0x3F80);

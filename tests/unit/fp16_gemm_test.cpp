@@ -17,13 +17,7 @@ namespace {
 using namespace mminfer;
 using namespace mminfer::kernels;
 
-std::vector<float> normal(size_t n, unsigned seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using mminfer::testing::normal;
 
 struct Case {
   int64_t M, K, N;

@@ -22,13 +22,7 @@ namespace {
 using namespace mminfer;
 using namespace mminfer::kernels;
 
-std::vector<float> normal(size_t n, unsigned seed, float scale = 1.f, float mean = 0.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(mean, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using mminfer::testing::normal;
 
 struct Quantized {
   std::vector<uint8_t> q;

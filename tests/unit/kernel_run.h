@@ -1,11 +1,21 @@
 // Runs one kernel straight through the registry, for kernel tests.
 #pragma once
+#include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/registry.h"
 
 namespace mminfer::testing {
+
+// n normally distributed floats, fixed by `seed`.
+inline std::vector<float> normal(size_t n, unsigned seed, float scale = 1.f, float mean = 0.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(mean, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
 
 // Creates the kernel for `op` with the inputs whose `constant` flag is set offered as constants
 // (so weights are packed at creation), infers and runs it once; returns its first output.
