@@ -121,14 +121,13 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
     return;
   }
 
-  // One run per instance and modality, each on its own copy of the pipeline.
-  std::vector<BatchQueue<Bytes, Embedding>::RunBatch> image_runs, audio_runs;
-  std::vector<BatchQueue<std::string, Embedding>::RunBatch> text_runs;
-  for (const auto& owned : embedders_) {
-    pipelines::Embedder* embedder = owned.get();
-    image_runs.push_back([embedder](std::vector<Bytes>& in) {
+  // One run per instance for each tower the pipeline has, each on its own copy of the pipeline.
+  using BytesQueue = BatchQueue<Bytes, Embedding>;  // images and audio arrive as file bytes
+  using TextQueue = BatchQueue<std::string, Embedding>;
+  auto image_run = [](pipelines::Embedder* embedder) -> BytesQueue::RunBatch {
+    return [embedder](std::vector<Bytes>& in) {
       // Decode one by one (a corrupt file fails alone), then run the good ones as one batch.
-      std::vector<BatchQueue<Bytes, Embedding>::Result> out(in.size());
+      std::vector<BytesQueue::Result> out(in.size());
       std::vector<image::Image> images;
       std::vector<size_t> where;
       for (size_t i = 0; i < in.size(); ++i) {
@@ -144,26 +143,35 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
         for (size_t k = 0; k < where.size(); ++k) out[where[k]].value = std::move(e[k]);
       }
       return out;
-    });
-    text_runs.push_back([embedder](std::vector<std::string>& in) {
+    };
+  };
+  auto text_run = [](pipelines::Embedder* embedder) -> TextQueue::RunBatch {
+    return [embedder](std::vector<std::string>& in) {
       std::vector<Embedding> e = embedder->embed_texts(in);  // texts were checked before queueing
-      std::vector<BatchQueue<std::string, Embedding>::Result> out(in.size());
+      std::vector<TextQueue::Result> out(in.size());
       for (size_t i = 0; i < in.size(); ++i) out[i].value = std::move(e[i]);
       return out;
-    });
-    audio_runs.push_back([embedder](std::vector<Bytes>& in) {
+    };
+  };
+  auto audio_run = [](pipelines::Embedder* embedder) -> BytesQueue::RunBatch {
+    return [embedder](std::vector<Bytes>& in) {
       return per_item<Bytes, Embedding>(in, [embedder](const Bytes& b) {
         return std::move(embedder->embed_audio(std::span<const Bytes>(&b, 1)).at(0));
       });
-    });
-  }
+    };
+  };
+  auto per_instance = [&](auto make_run) {
+    std::vector<decltype(make_run(nullptr))> runs;
+    for (const auto& owned : embedders_) runs.push_back(make_run(owned.get()));
+    return runs;
+  };
   const pipelines::Embedder& first = *embedders_[0];
   if (first.has_tower(Modality::kImage))
-    image_q_ = std::make_unique<BatchQueue<Bytes, Embedding>>(config_.batching, std::move(image_runs), observe_as("image"));
+    image_q_ = std::make_unique<BytesQueue>(config_.batching, per_instance(image_run), observe_as("image"));
   if (first.has_tower(Modality::kText))
-    text_q_ = std::make_unique<BatchQueue<std::string, Embedding>>(config_.batching, std::move(text_runs), observe_as("text"));
+    text_q_ = std::make_unique<TextQueue>(config_.batching, per_instance(text_run), observe_as("text"));
   if (first.has_tower(Modality::kAudio))
-    audio_q_ = std::make_unique<BatchQueue<Bytes, Embedding>>(config_.batching, std::move(audio_runs), observe_as("audio"));
+    audio_q_ = std::make_unique<BytesQueue>(config_.batching, per_instance(audio_run), observe_as("audio"));
 }
 
 ServedModel::~ServedModel() {
