@@ -25,8 +25,8 @@ const char* precision_name(Precision p);  // "fp32", "int8", "bf16", "fp16"
 struct PrecisionPolicy {
   std::array<Precision, kNumModalities> by_modality{Precision::kFp32, Precision::kFp32, Precision::kFp32,
                                                     Precision::kFp32};
-  // ECMAScript regex searched in node names (original names: fused nodes keep them as a prefix);
-  // matching nodes stay FP32. Empty: none.
+  // ECMAScript regex searched in node names (original names: fused nodes keep them as a prefix)
+  // and op types; matching nodes stay FP32. Empty: none.
   std::string keep_fp32;
   // Keep in FP32 the first and the last quantizable layer of each modality and the projection
   // layers (quantizable nodes after which no other one of their modality follows, such as

@@ -91,7 +91,7 @@ const char* const kPrecisionUsage =
     "    dynamic INT8 (MatMul/Gemm, and Conv where it pays), FP16 weights or BF16 (where the CPU has\n"
     "    native bfloat16) for MatMul/Gemm; first, last and projection layers stay FP32 unless\n"
     "    --fp32-edges off\n"
-    "--keep-fp32 REGEX: nodes whose names match stay FP32; --int8-activations token|tensor (default token)\n";
+    "--keep-fp32 REGEX: nodes whose names or op types match stay FP32; --int8-activations token|tensor (default token)\n";
 
 std::set<std::string> with_precision_flags(std::set<std::string> flags) {
   flags.insert(kPrecisionFlags.begin(), kPrecisionFlags.end());

@@ -3,7 +3,7 @@
 // "per_tensor" when the policy asks), and Conv / FusedConv ones in INT8 (the kernel keeps the
 // convolutions INT8 does not speed up in FP32), as the session's PrecisionPolicy chooses:
 //  - by modality (ir/modality.h); nodes where modalities have joined stay FP32;
-//  - never a node whose name matches keep_fp32;
+//  - never a node whose name or op type matches keep_fp32 ("^Conv$" keeps every Conv);
 //  - with keep_edges_fp32, never a projection (a quantizable node after which no quantizable
 //    node of its modality follows: the embedding projections, the alignment layers feeding a
 //    joint part), nor the first and the last other quantizable node of each modality in
@@ -106,7 +106,7 @@ bool assign_precision(ir::Graph& g, const PassContext& ctx) {
     ir::Node& node = g.nodes[n];
     Precision want = policy.of(*ir::single_modality(cls[n]));
     if (want == Precision::kFp32 || (want == Precision::kBf16 && !ctx.native_bf16)) continue;
-    if (keep_re && std::regex_search(g.label(node), *keep_re)) continue;
+    if (keep_re && (std::regex_search(g.label(node), *keep_re) || std::regex_search(node.op_type, *keep_re))) continue;
     if (node.attrs.get_string("precision", "") == precision_name(want)) continue;
     node.attrs.set("precision", std::string(precision_name(want)));
     if (want == Precision::kInt8 && policy.int8_per_tensor) node.attrs.set("int8_activations", std::string("per_tensor"));

@@ -212,6 +212,13 @@ TEST(QuantizeDynamicInt8, ChoosesPerModalityAndHonoursKeepFp32) {
   EXPECT_FALSE(int8(b.g, t.layers[2]));  // the regex
   EXPECT_TRUE(int8(b.g, t.layers[3]));
   EXPECT_FALSE(int8(b.g, t.layers[4]));
+  // The regex also reads op types: every MatMul stays FP32.
+  GraphBuilder c;
+  Tower u = add_tower(c, c.input("pixel_values", {1, 3, 8}), 4, "vision", 1);
+  PrecisionPolicy by_op = policy("int8");
+  ASSERT_TRUE(set_keep_fp32("^MatMul$", &by_op));
+  run_pass(c.g, by_op);
+  for (int n : u.layers) EXPECT_FALSE(int8(c.g, n));
 }
 
 TEST(QuantizeDynamicInt8, JointNodesStayFp32AndAlignmentLayersCountAsProjections) {
