@@ -21,6 +21,7 @@ void replace_uses(ir::Graph& g, int from, int to) {
 PassReport optimize(ir::Graph& g, const PassContext& ctx) {
   static const std::vector<Pass> kPasses = {
       {"absorb_fp16_weights", 2, absorb_fp16_weights},  // before fold_constants hides the halves
+      {"expand_qlinear_ops", 2, expand_qlinear_ops},    // into QDQ, before fold_constants and absorb_qdq
       {"remove_identity", 1, remove_identity},
       {"cancel_transpose_reshape", 1, cancel_transpose_reshape},
       {"fold_shape_arithmetic", 1, fold_shape_arithmetic},  // before fold_constants, which folds what follows

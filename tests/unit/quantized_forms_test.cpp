@@ -2,6 +2,7 @@
 // (absorb_dynamic_quantization) becomes one MatMul on the dequantized weights, marked INT8, and
 // runs on the fused INT8 GEMM with answers within INT8 error of the chain as written; QDQ pairs
 // (absorb_qdq) go away and mark their MatMul/Conv readers INT8 with the file's static range.
+// QOperator ops (QLinearConv, QLinearMatMul; expand_qlinear_ops) become QDQ first and end the same way.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -194,6 +195,93 @@ TEST(AbsorbQdq, ConvReaderIsMarkedAndOtherReadersComputeInFloat) {
   odd.g.nodes.back().inputs[1] = odd.scalar("other_scale", 0.2f);
   odd.output(odd.node("MatMul", {oq, odd.int8_weight({8, 3}, 1, 4)}));
   EXPECT_EQ(count_op(optimized(odd.g), "QuantizeLinear"), 1);
+}
+
+// ONNX Runtime's QOperator form: two chained QLinearConvs between a QuantizeLinear and a
+// DequantizeLinear expand to QDQ and run as INT8 convs with the file's ranges, close to the
+// 8-bit chain as written.
+TEST(ExpandQLinearOps, QLinearConvChainRunsOnInt8Convs) {
+  QdqBuilder b;
+  const int64_t C = 16, OC = 16;
+  int x = b.input("x", {1, C, 9, 9});
+  auto scalar_u8 = [&](const char* name, uint8_t v) {
+    Tensor t = Tensor::empty(DType::kUint8, {});
+    *t.data<uint8_t>() = v;
+    return b.constant(name, t);
+  };
+  auto int8_weights = [&](const char* name, unsigned seed) {
+    Tensor wq = Tensor::empty(DType::kInt8, {OC, C, 3, 3}), ws = Tensor::empty(DType::kFloat32, {OC}),
+           wz = Tensor::empty(DType::kInt8, {OC}), bias = Tensor::empty(DType::kInt32, {OC});
+    std::mt19937 rng(seed);
+    for (int64_t i = 0; i < wq.numel(); ++i) wq.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    for (int64_t c = 0; c < OC; ++c)
+      ws.data<float>()[c] = 0.0005f * static_cast<float>(1 + c % 3), wz.data<int8_t>()[c] = 0,
+      bias.data<int32_t>()[c] = static_cast<int32_t>(rng() % 2001) - 1000;
+    std::string n = name;
+    return std::vector<int>{b.constant(n + "q", wq), b.constant(n + "s", ws), b.constant(n + "z", wz), b.constant(n + "b", bias)};
+  };
+  int s0 = b.scalar("s0", 0.02f), z0 = scalar_u8("z0", 128), s1 = b.scalar("s1", 0.01f), z1 = scalar_u8("z1", 100),
+      s2 = b.scalar("s2", 0.01f), z2 = scalar_u8("z2", 90);
+  int xq = b.node("QuantizeLinear", {x, s0, z0});
+  b.g.values[xq].dtype = DType::kUint8;
+  Attributes pads;
+  pads.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  std::vector<int> w1 = int8_weights("w1", 3), w2 = int8_weights("w2", 4);
+  int y1 = b.node("QLinearConv", {xq, s0, z0, w1[0], w1[1], w1[2], s1, z1, w1[3]}, pads);
+  b.g.values[y1].dtype = DType::kUint8;
+  int y2 = b.node("QLinearConv", {y1, s1, z1, w2[0], w2[1], w2[2], s2, z2, w2[3]}, pads);
+  b.g.values[y2].dtype = DType::kUint8;
+  b.output(b.node("DequantizeLinear", {y2, s2, z2}));
+  ir::Graph opt = optimized(b.g);
+  EXPECT_EQ(count_op(opt, "QLinearConv"), 0);
+  int int8_convs = 0;
+  for (const ir::Node& n : opt.nodes)
+    if (!n.removed && (n.op_type == "Conv" || n.op_type == "FusedConv") && n.attrs.get_string("precision", "") == "int8")
+      int8_convs += n.attrs.get_floats("int8_range").size() == 2;
+  EXPECT_EQ(int8_convs, 2);
+  Tensor in = GraphBuilder::random_tensor({1, C, 9, 9}, 8, 1.f);
+  runtime::Executor as_written(b.g), expanded(opt);
+  Tensor want = as_written.run({in}, nullptr)[0], got = expanded.run({in}, nullptr)[0];
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_GE(cosine(got, want), 0.999);
+  double worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) worst = std::max(worst, double(std::fabs(got.data<float>()[i] - want.data<float>()[i])));
+  EXPECT_LE(worst, 4 * 0.01 + 1e-6);  // a few steps of the output grid: rounding in the middle may differ
+}
+
+TEST(ExpandQLinearOps, QLinearMatMulRunsOnTheInt8Gemm) {
+  QdqBuilder b;
+  const int64_t K = 24, N = 10;
+  int x = b.input("x", {5, K});
+  auto u8 = [&](const char* name, uint8_t v) {
+    Tensor t = Tensor::empty(DType::kUint8, {});
+    *t.data<uint8_t>() = v;
+    return b.constant(name, t);
+  };
+  Tensor wq = Tensor::empty(DType::kInt8, {K, N}), ws = Tensor::empty(DType::kFloat32, {N}), wz = Tensor::empty(DType::kInt8, {N});
+  std::mt19937 rng(12);
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  for (int64_t n = 0; n < N; ++n) ws.data<float>()[n] = 0.002f * static_cast<float>(1 + n % 2), wz.data<int8_t>()[n] = 0;
+  int s0 = b.scalar("s0", 0.025f), z0 = u8("z0", 120), s1 = b.scalar("s1", 0.05f), z1 = u8("z1", 128);
+  int xq = b.node("QuantizeLinear", {x, s0, z0});
+  b.g.values[xq].dtype = DType::kUint8;
+  int y = b.node("QLinearMatMul", {xq, s0, z0, b.constant("wq", wq), b.constant("ws", ws), b.constant("wz", wz), s1, z1});
+  b.g.values[y].dtype = DType::kUint8;
+  b.output(b.node("DequantizeLinear", {y, s1, z1}));
+  ir::Graph opt = optimized(b.g);
+  EXPECT_EQ(count_op(opt, "QLinearMatMul"), 0);
+  int marked = 0;
+  for (const ir::Node& n : opt.nodes)
+    if (!n.removed && (n.op_type == "MatMul" || n.op_type == "FusedMatMul"))
+      marked += n.attrs.get_string("precision", "") == "int8" && n.attrs.get_floats("int8_range").size() == 2;
+  EXPECT_EQ(marked, 1);
+  Tensor in = GraphBuilder::random_tensor({5, K}, 13, 1.f);
+  runtime::Executor as_written(b.g), expanded(opt);
+  Tensor want = as_written.run({in}, nullptr)[0], got = expanded.run({in}, nullptr)[0];
+  double worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) worst = std::max(worst, double(std::fabs(got.data<float>()[i] - want.data<float>()[i])));
+  EXPECT_LE(worst, 0.05 + 1e-6);  // one step of the output grid
+  EXPECT_GE(cosine(got, want), 0.999);
 }
 
 }  // namespace
