@@ -36,9 +36,9 @@ bool expand_qlinear_ops(ir::Graph& g, const PassContext&) {
   bool changed = false;
   const size_t count = g.nodes.size();
   for (size_t i = 0; i < count; ++i) {
+    const bool conv = is_op(g.nodes[i], "QLinearConv"), matmul = is_op(g.nodes[i], "QLinearMatMul");
+    if (!(conv || matmul) || g.nodes[i].inputs.size() < 8 || g.nodes[i].outputs.size() != 1) continue;
     const ir::Node op = g.nodes[i];  // a copy: nodes are appended below
-    const bool conv = is_op(op, "QLinearConv"), matmul = is_op(op, "QLinearMatMul");
-    if (!(conv || matmul) || op.inputs.size() < 8 || op.outputs.size() != 1) continue;
     const int xq = op.inputs[0], xs = op.inputs[1], xz = op.inputs[2], wq = op.inputs[3], ws = op.inputs[4],
               wz = op.inputs[5], ys = op.inputs[6], yz = op.inputs[7];
     const int bias = conv && op.inputs.size() > 8 ? op.inputs[8] : ir::kNoValue;

@@ -54,6 +54,23 @@ std::vector<typename BatchQueue<In, Out>::Result> per_item(std::vector<In>& inpu
   return out;
 }
 
+// Decodes each encoded image; one that fails gets its error in `out` (the item's result) and is
+// left out, so the rest still run as one batch. Returns the images and the items they came from.
+template <class Result>
+std::pair<std::vector<image::Image>, std::vector<size_t>> decode_each(const std::vector<Bytes>& encoded,
+                                                                      std::vector<Result>& out) {
+  std::pair<std::vector<image::Image>, std::vector<size_t>> decoded;
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    try {
+      decoded.first.push_back(image::decode_image(encoded[i]));
+      decoded.second.push_back(i);
+    } catch (const std::exception& e) {
+      out[i].error = e.what();
+    }
+  }
+  return decoded;
+}
+
 nlohmann::json tensor_meta(const ValueInfo& v) {
   nlohmann::json dims = nlohmann::json::array();
   for (int64_t d : v.dims) dims.push_back(d);
@@ -128,16 +145,7 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
     return [embedder](std::vector<Bytes>& in) {
       // Decode one by one (a corrupt file fails alone), then run the good ones as one batch.
       std::vector<BytesQueue::Result> out(in.size());
-      std::vector<image::Image> images;
-      std::vector<size_t> where;
-      for (size_t i = 0; i < in.size(); ++i) {
-        try {
-          images.push_back(image::decode_image(in[i]));
-          where.push_back(i);
-        } catch (const std::exception& e) {
-          out[i].error = e.what();
-        }
-      }
+      auto [images, where] = decode_each(in, out);
       if (!images.empty()) {
         std::vector<Embedding> e = embedder->embed_images(images);
         for (size_t k = 0; k < where.size(); ++k) out[where[k]].value = std::move(e[k]);
@@ -209,16 +217,7 @@ bool ServedModel::embed_audio(Bytes encoded, EmbeddingDone done) {
 std::vector<BatchResult<std::vector<ocr::OcrLine>>> ServedModel::read_lines(ocr::OcrPipeline& ocr,
                                                                           std::vector<Bytes>& encoded) {
   std::vector<BatchResult<std::vector<ocr::OcrLine>>> out(encoded.size());
-  std::vector<image::Image> images;
-  std::vector<size_t> decoded;  // which items decoded; the others fail alone
-  for (size_t i = 0; i < encoded.size(); ++i) {
-    try {
-      images.push_back(image::decode_image(encoded[i]));
-      decoded.push_back(i);
-    } catch (const std::exception& e) {
-      out[i].error = e.what();
-    }
-  }
+  auto [images, decoded] = decode_each(encoded, out);  // which items decoded; the others fail alone
   try {
     std::vector<std::vector<ocr::OcrLine>> lines = ocr.run_many(images);
     for (size_t k = 0; k < decoded.size(); ++k) out[decoded[k]].value = std::move(lines[k]);

@@ -114,6 +114,11 @@ struct QdqBuilder : GraphBuilder {
     g.values[q].dtype = z.dtype();
     return node("DequantizeLinear", {q, sv, zv});
   }
+  int u8(const std::string& name, uint8_t v) {
+    Tensor t = Tensor::empty(DType::kUint8, {});
+    *t.data<uint8_t>() = v;
+    return constant(name, t);
+  }
   int int8_weight(const Shape& shape, int64_t axis, unsigned seed) {
     Tensor wq = Tensor::empty(DType::kInt8, shape), ws = Tensor::empty(DType::kFloat32, {shape[axis]}),
            wz = Tensor::empty(DType::kInt8, {shape[axis]});
@@ -126,6 +131,22 @@ struct QdqBuilder : GraphBuilder {
     return node("DequantizeLinear", {constant(n + "q", wq), constant(n + "s", ws), constant(n + "z", wz)}, a);
   }
 };
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, double(std::fabs(a.data<float>()[i] - b.data<float>()[i])));
+  return worst;
+}
+
+// Nodes of the given op types marked INT8 with a static range.
+int int8_with_range(const ir::Graph& g, std::initializer_list<const char*> ops) {
+  int n = 0;
+  for (const ir::Node& node : g.nodes)
+    for (const char* op : ops)
+      n += !node.removed && node.op_type == op && node.attrs.get_string("precision", "") == "int8" &&
+           node.attrs.get_floats("int8_range").size() == 2;
+  return n;
+}
 
 double cosine(const Tensor& a, const Tensor& b) {
   double dot = 0, na = 0, nb = 0;
@@ -204,11 +225,6 @@ TEST(ExpandQLinearOps, QLinearConvChainRunsOnInt8Convs) {
   QdqBuilder b;
   const int64_t C = 16, OC = 16;
   int x = b.input("x", {1, C, 9, 9});
-  auto scalar_u8 = [&](const char* name, uint8_t v) {
-    Tensor t = Tensor::empty(DType::kUint8, {});
-    *t.data<uint8_t>() = v;
-    return b.constant(name, t);
-  };
   auto int8_weights = [&](const char* name, unsigned seed) {
     Tensor wq = Tensor::empty(DType::kInt8, {OC, C, 3, 3}), ws = Tensor::empty(DType::kFloat32, {OC}),
            wz = Tensor::empty(DType::kInt8, {OC}), bias = Tensor::empty(DType::kInt32, {OC});
@@ -220,8 +236,8 @@ TEST(ExpandQLinearOps, QLinearConvChainRunsOnInt8Convs) {
     std::string n = name;
     return std::vector<int>{b.constant(n + "q", wq), b.constant(n + "s", ws), b.constant(n + "z", wz), b.constant(n + "b", bias)};
   };
-  int s0 = b.scalar("s0", 0.02f), z0 = scalar_u8("z0", 128), s1 = b.scalar("s1", 0.01f), z1 = scalar_u8("z1", 100),
-      s2 = b.scalar("s2", 0.01f), z2 = scalar_u8("z2", 90);
+  int s0 = b.scalar("s0", 0.02f), z0 = b.u8("z0", 128), s1 = b.scalar("s1", 0.01f), z1 = b.u8("z1", 100),
+      s2 = b.scalar("s2", 0.01f), z2 = b.u8("z2", 90);
   int xq = b.node("QuantizeLinear", {x, s0, z0});
   b.g.values[xq].dtype = DType::kUint8;
   Attributes pads;
@@ -234,35 +250,24 @@ TEST(ExpandQLinearOps, QLinearConvChainRunsOnInt8Convs) {
   b.output(b.node("DequantizeLinear", {y2, s2, z2}));
   ir::Graph opt = optimized(b.g);
   EXPECT_EQ(count_op(opt, "QLinearConv"), 0);
-  int int8_convs = 0;
-  for (const ir::Node& n : opt.nodes)
-    if (!n.removed && (n.op_type == "Conv" || n.op_type == "FusedConv") && n.attrs.get_string("precision", "") == "int8")
-      int8_convs += n.attrs.get_floats("int8_range").size() == 2;
-  EXPECT_EQ(int8_convs, 2);
+  EXPECT_EQ(int8_with_range(opt, {"Conv", "FusedConv"}), 2);
   Tensor in = GraphBuilder::random_tensor({1, C, 9, 9}, 8, 1.f);
   runtime::Executor as_written(b.g), expanded(opt);
   Tensor want = as_written.run({in}, nullptr)[0], got = expanded.run({in}, nullptr)[0];
   ASSERT_EQ(got.shape(), want.shape());
   EXPECT_GE(cosine(got, want), 0.999);
-  double worst = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) worst = std::max(worst, double(std::fabs(got.data<float>()[i] - want.data<float>()[i])));
-  EXPECT_LE(worst, 4 * 0.01 + 1e-6);  // a few steps of the output grid: rounding in the middle may differ
+  EXPECT_LE(max_abs_diff(got, want), 4 * 0.01 + 1e-6);  // a few steps of the output grid: rounding in the middle may differ
 }
 
 TEST(ExpandQLinearOps, QLinearMatMulRunsOnTheInt8Gemm) {
   QdqBuilder b;
   const int64_t K = 24, N = 10;
   int x = b.input("x", {5, K});
-  auto u8 = [&](const char* name, uint8_t v) {
-    Tensor t = Tensor::empty(DType::kUint8, {});
-    *t.data<uint8_t>() = v;
-    return b.constant(name, t);
-  };
   Tensor wq = Tensor::empty(DType::kInt8, {K, N}), ws = Tensor::empty(DType::kFloat32, {N}), wz = Tensor::empty(DType::kInt8, {N});
   std::mt19937 rng(12);
   for (int64_t i = 0; i < wq.numel(); ++i) wq.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
   for (int64_t n = 0; n < N; ++n) ws.data<float>()[n] = 0.002f * static_cast<float>(1 + n % 2), wz.data<int8_t>()[n] = 0;
-  int s0 = b.scalar("s0", 0.025f), z0 = u8("z0", 120), s1 = b.scalar("s1", 0.05f), z1 = u8("z1", 128);
+  int s0 = b.scalar("s0", 0.025f), z0 = b.u8("z0", 120), s1 = b.scalar("s1", 0.05f), z1 = b.u8("z1", 128);
   int xq = b.node("QuantizeLinear", {x, s0, z0});
   b.g.values[xq].dtype = DType::kUint8;
   int y = b.node("QLinearMatMul", {xq, s0, z0, b.constant("wq", wq), b.constant("ws", ws), b.constant("wz", wz), s1, z1});
@@ -270,17 +275,11 @@ TEST(ExpandQLinearOps, QLinearMatMulRunsOnTheInt8Gemm) {
   b.output(b.node("DequantizeLinear", {y, s1, z1}));
   ir::Graph opt = optimized(b.g);
   EXPECT_EQ(count_op(opt, "QLinearMatMul"), 0);
-  int marked = 0;
-  for (const ir::Node& n : opt.nodes)
-    if (!n.removed && (n.op_type == "MatMul" || n.op_type == "FusedMatMul"))
-      marked += n.attrs.get_string("precision", "") == "int8" && n.attrs.get_floats("int8_range").size() == 2;
-  EXPECT_EQ(marked, 1);
+  EXPECT_EQ(int8_with_range(opt, {"MatMul", "FusedMatMul"}), 1);
   Tensor in = GraphBuilder::random_tensor({5, K}, 13, 1.f);
   runtime::Executor as_written(b.g), expanded(opt);
   Tensor want = as_written.run({in}, nullptr)[0], got = expanded.run({in}, nullptr)[0];
-  double worst = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) worst = std::max(worst, double(std::fabs(got.data<float>()[i] - want.data<float>()[i])));
-  EXPECT_LE(worst, 0.05 + 1e-6);  // one step of the output grid
+  EXPECT_LE(max_abs_diff(got, want), 0.05 + 1e-6);  // one step of the output grid
   EXPECT_GE(cosine(got, want), 0.999);
 }
 

@@ -47,11 +47,8 @@ class ConvKernel : public Kernel {
     channels_last_ = fused && spec.a().get_int("channels_last", 0) != 0;
     const Tensor* w = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
     if (w && w->dtype() == DType::kFloat32) const_w_ = w;
-    std::string precision = spec.a().get_string("precision", "");
     // bf16 and fp16 are valid policy words; convs have no such kernels and stay FP32 under them.
-    if (!precision.empty() && precision != "fp32" && precision != "bf16" && precision != "fp16" && precision != "int8")
-      fail("attribute 'precision' must be fp32, fp16, bf16 or int8, got '" + precision + "'");
-    if (precision == "int8") {
+    if (precision_attr(spec) == "int8") {
       std::optional<StaticRange> range = int8_range_attr(spec);
       if (const_w_ && const_w_->shape().size() == 4)
         int8_ = std::make_unique<Int8Conv>(*const_w_, attrs_.group, act_, channels_last_, range ? &*range : nullptr);

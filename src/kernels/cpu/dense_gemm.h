@@ -70,6 +70,9 @@ void run_epilogue_matmul(const dnnl::matmul& prim, const dnnl::memory& src, cons
                          const dnnl::memory* bias, float* y, int64_t M, int64_t N, const char* what);
 
 struct KernelSpec;
+// A node's `precision` attribute ("" when absent), checked: fp32, fp16, bf16 or int8, else a
+// one-line error. Kernels without a kernel for one of them run FP32 under it.
+std::string precision_attr(const KernelSpec& spec);
 // A node's calibrated activation range (attribute int8_range = [lo, hi]); nullopt when absent,
 // a one-line error when malformed.
 std::optional<StaticRange> int8_range_attr(const KernelSpec& spec);

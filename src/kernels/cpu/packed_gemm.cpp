@@ -10,6 +10,13 @@
 
 namespace mminfer::kernels {
 
+std::string precision_attr(const KernelSpec& spec) {
+  std::string p = spec.a().get_string("precision", "");
+  if (!p.empty() && p != "fp32" && p != "fp16" && p != "bf16" && p != "int8")
+    fail("attribute 'precision' must be fp32, fp16, bf16 or int8, got '" + p + "'");
+  return p;
+}
+
 std::optional<StaticRange> int8_range_attr(const KernelSpec& spec) {
   if (!spec.a().has("int8_range")) return std::nullopt;
   std::vector<float> r = spec.a().get_floats("int8_range");
@@ -20,7 +27,7 @@ std::optional<StaticRange> int8_range_attr(const KernelSpec& spec) {
 
 std::unique_ptr<PackedGemm> make_packed_gemm(const KernelSpec& spec, const float* w, int64_t K, int64_t N,
                                              bool w_transposed, float alpha, const float* bias, const Activation& act) {
-  std::string precision = spec.a().get_string("precision", "");
+  const std::string precision = precision_attr(spec);
   if (precision == "int8" && K >= 1 && K <= Int8Gemm::kMaxK) {
     std::string granularity = spec.a().get_string("int8_activations", "per_token");
     if (granularity != "per_token" && granularity != "per_tensor")
@@ -33,8 +40,6 @@ std::unique_ptr<PackedGemm> make_packed_gemm(const KernelSpec& spec, const float
   // Weights beyond the half range stay FP32 rather than turn into infinities.
   if (precision == "fp16" && Fp16Gemm::representable(w, K * N, alpha))
     return std::make_unique<Fp16Gemm>(w, K, N, w_transposed, alpha, bias, act);
-  if (!precision.empty() && precision != "fp32" && precision != "int8" && precision != "fp16")
-    fail("attribute 'precision' must be fp32, fp16, bf16 or int8, got '" + precision + "'");
   return std::make_unique<ConstWeightGemm>(w, K, N, w_transposed, alpha, bias, act);
 }
 
