@@ -60,3 +60,53 @@ TEST(Attention, FastPathMatchesReferenceOnOddShapes) {
 }
 
 TEST(Attention, RowsWithEveryKeyMaskedGiveAUniformAverage) { check(Case{6, 11, 16, 8, true, false}, true); }
+
+// A causal mask written as an additive tensor (the float minimum above the diagonal, as PyTorch
+// exports it) plus padding (-inf on the last keys): the kernels skip each row's ruled-out tail,
+// and must still agree with softmax(scale·QKᵀ + mask)·V computed plainly in double.
+TEST(Attention, KeysTheMaskRulesOutAtTheEndAreSkippedExactly) {
+  const int64_t sq = 19, sk = 19, d = 24, dv = 20, padded = 4;
+  const float scale = 0.2f;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<float> q(sq * d), kt(d * sk), v(sk * dv), mask(sq * sk);
+  for (auto* vec : {&q, &kt, &v})
+    for (float& x : *vec) x = n(rng);
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < sk; ++j)
+      mask[i * sk + j] = j >= sk - padded ? -std::numeric_limits<float>::infinity()
+                         : j > i          ? std::numeric_limits<float>::lowest()
+                                          : 0.f;
+  std::vector<double> want(sq * dv);
+  for (int64_t i = 0; i < sq; ++i) {
+    std::vector<double> s(sk);
+    double m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < sk; ++j) {
+      double acc = 0;
+      for (int64_t c = 0; c < d; ++c) acc += double(q[i * d + c]) * kt[c * sk + j];
+      s[j] = float(float(acc) * scale + mask[i * sk + j]);  // the float logit, as an ONNX graph has it
+      m = std::max(m, s[j]);
+    }
+    for (double& x : s) sum += x = std::exp(x - m);
+    for (int64_t c = 0; c < dv; ++c) {
+      double acc = 0;
+      for (int64_t j = 0; j < sk; ++j) acc += s[j] / sum * v[j * dv + c];
+      want[i * dv + c] = acc;
+    }
+  }
+  std::vector<float> got(sq * dv), scratch(att::kBlockRows * sk);
+  att::Problem p{q.data(), kt.data(), v.data(), mask.data(), got.data(), sq, sk, d, dv, d, sk, dv, dv, sk, scale, false};
+  EXPECT_EQ(att::visible_keys(p, 0), 1);
+  EXPECT_EQ(att::visible_keys(p, sq - 1), sk - padded);
+  auto expect_near_want = [&](const char* what) {
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << what << " " << i;
+  };
+  att::run_avx2(p, scratch.data());
+  expect_near_want("avx2");
+  if (att::has_avx512()) {
+    att::run_avx512(p, scratch.data());
+    expect_near_want("avx512");
+  }
+  att::run_reference(p);
+  expect_near_want("reference");
+}

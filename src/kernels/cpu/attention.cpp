@@ -56,9 +56,17 @@ void softmax_row(float* s, const float* mask, int64_t sk, int64_t visible, float
 }  // namespace
 
 int64_t visible_keys(const Problem& p, int64_t i) {
-  if (!p.causal) return p.sk;
-  int64_t v = i + (p.sk - p.sq) + 1;
-  return v < 0 ? 0 : (v > p.sk ? p.sk : v);
+  int64_t v = p.sk;
+  if (p.causal) {
+    v = i + (p.sk - p.sq) + 1;
+    v = v < 0 ? 0 : (v > p.sk ? p.sk : v);
+  }
+  // Trailing keys the mask rules out (a causal mask written as an additive tensor, padding)
+  // need no scores: their probability is exactly 0 next to any key the row does see, and a row
+  // that sees none is a tie between every key either way.
+  if (const float* m = mask_row(p, i))
+    while (v > 0 && m[v - 1] <= kMaskedOut) --v;
+  return v;
 }
 
 const float* mask_row(const Problem& p, int64_t i) { return p.mask ? p.mask + i * p.mask_row_stride : nullptr; }

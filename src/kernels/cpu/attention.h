@@ -34,7 +34,11 @@ struct BlockKeys {
 BlockKeys block_keys(const Problem& p, int64_t i0, int rows);
 // Raw scores of those rows (kBlockRows rows of p.sk in `s`) -> probabilities, in place.
 void softmax_rows(const Problem& p, int64_t i0, int rows, float* s);
-// Keys query row i may see (all but the causal cut), and its additive mask row (or null).
+// Additive mask values at or below this (-inf, or the float minimum PyTorch exports write) rule a
+// key out: next to any key with a higher mask their exp underflows to exactly 0.
+constexpr float kMaskedOut = -1e30f;
+// Keys query row i may see (all but the causal cut and a tail the mask rules out), and its
+// additive mask row (or null).
 int64_t visible_keys(const Problem& p, int64_t i);
 const float* mask_row(const Problem& p, int64_t i);
 
