@@ -14,11 +14,20 @@ int num_threads();
 template <typename Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn);
 
+// Calls fn(i) for each i in [0, n), the items spread over the threads (for independent items
+// such as the images of a batch). Once all are done, the exception of the first item that
+// threw, if any, is rethrown.
+template <typename Fn>
+void parallel_each(int64_t n, Fn&& fn);
+
 bool in_parallel_region();
 
 }  // namespace mminfer
 
 #include <omp.h>
+
+#include <exception>
+#include <vector>
 
 namespace mminfer {
 
@@ -38,6 +47,20 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     int64_t end = n * (c + 1) / chunks;
     fn(begin, end);
   }
+}
+
+template <typename Fn>
+void parallel_each(int64_t n, Fn&& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) try {
+        fn(i);
+      } catch (...) {  // an exception must not leave an OpenMP region
+        errors[static_cast<size_t>(i)] = std::current_exception();
+      }
+  });
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace mminfer

@@ -1,7 +1,9 @@
 #include "serve/served_model.h"
 
 #include <filesystem>
+#include <optional>
 
+#include "core/parallel.h"
 #include "modal/image/image.h"
 #include "pipelines/clip/clip_pipeline.h"
 #include "pipelines/manifest.h"
@@ -59,15 +61,20 @@ std::vector<typename BatchQueue<In, Out>::Result> per_item(std::vector<In>& inpu
 template <class Result>
 std::pair<std::vector<image::Image>, std::vector<size_t>> decode_each(const std::vector<Bytes>& encoded,
                                                                       std::vector<Result>& out) {
-  std::pair<std::vector<image::Image>, std::vector<size_t>> decoded;
-  for (size_t i = 0; i < encoded.size(); ++i) {
+  std::vector<std::optional<image::Image>> each(encoded.size());
+  parallel_each(static_cast<int64_t>(encoded.size()), [&](int64_t i) {
     try {
-      decoded.first.push_back(image::decode_image(encoded[i]));
-      decoded.second.push_back(i);
+      each[i] = image::decode_image(encoded[i]);
     } catch (const std::exception& e) {
       out[i].error = e.what();
     }
-  }
+  });
+  std::pair<std::vector<image::Image>, std::vector<size_t>> decoded;
+  for (size_t i = 0; i < each.size(); ++i)
+    if (each[i]) {
+      decoded.first.push_back(std::move(*each[i]));
+      decoded.second.push_back(i);
+    }
   return decoded;
 }
 

@@ -264,6 +264,38 @@ TEST(ImageCrop, CentreOffsetsRoundDown) {
   EXPECT_EQ(r.height, 336);
 }
 
+// A window of a resize must be the same bytes as cropping the whole resize, for enlarging and
+// shrinking on either axis, both filters, windows at the edges and in the middle.
+TEST(ImageResize, WindowEqualsCropOfTheWholeResize) {
+  std::mt19937 rng(11);
+  auto crop = [](const Image& im, const Window& w) {
+    Image out = Image::blank(w.width, w.height);
+    for (int y = 0; y < w.height; ++y) std::copy_n(im.row(w.y + y) + 3 * w.x, 3 * w.width, out.row(y));
+    return out;
+  };
+  struct Sizes {
+    int in_w, in_h, out_w, out_h;
+  };
+  for (Sizes s : {Sizes{37, 11, 130, 40}, Sizes{301, 64, 1052, 224}, Sizes{500, 333, 33, 22}, Sizes{40, 90, 40, 31},
+                  Sizes{29, 50, 64, 50}, Sizes{7, 7, 224, 224}})
+    for (ResizeFilter f : {ResizeFilter::kBilinear, ResizeFilter::kBicubic}) {
+      Image im = Image::blank(s.in_w, s.in_h);
+      for (uint8_t& p : im.pixels) p = static_cast<uint8_t>(rng());
+      Image whole = resize(im, s.out_w, s.out_h, f);
+      for (Window w : {Window{0, 0, s.out_w, s.out_h}, center_window(s.out_w, s.out_h, s.out_w / 2 + 1, s.out_h / 3 + 1),
+                       Window{0, 0, 1, 1}, Window{s.out_w - 3, s.out_h - 2, 3, 2}})
+        EXPECT_EQ(resize_window(im, s.out_w, s.out_h, w, f).pixels, crop(whole, w).pixels)
+            << s.in_w << "x" << s.in_h << " -> " << s.out_w << "x" << s.out_h << " window " << w.width << "x" << w.height
+            << " at " << w.x << "," << w.y;
+    }
+  Image im = Image::blank(301, 64);
+  for (uint8_t& p : im.pixels) p = static_cast<uint8_t>(rng());
+  EXPECT_EQ(resize_short_side_center_crop(im, 224, 224, ResizeFilter::kBicubic).pixels,
+            center_crop(resize_short_side(im, 224, ResizeFilter::kBicubic), 224, 224).pixels);
+  EXPECT_THROW(resize_window(im, 100, 100, Window{90, 0, 20, 10}, ResizeFilter::kBicubic), Error);
+  EXPECT_THROW(resize_window(im, 100, 100, Window{0, 0, 0, 10}, ResizeFilter::kBicubic), Error);
+}
+
 // Expects `bytes` to fail with one line that contains `words`.
 void expect_one_line_error(std::span<const uint8_t> bytes, const std::string& words,
                            const DecodeOptions& options = {}) {

@@ -2,12 +2,13 @@
 
 #include <vector>
 
+#include "core/parallel.h"
 #include "modal/image/crop.h"
 
 namespace mminfer::image {
 
 Image clip_resize_crop(const Image& image, int size) {
-  return center_crop(resize_short_side(image, size, ResizeFilter::kBicubic), size, size);
+  return resize_short_side_center_crop(image, size, size, ResizeFilter::kBicubic);
 }
 
 Tensor clip_preprocess(const Image& image, const ClipPreprocess& config) {
@@ -15,9 +16,8 @@ Tensor clip_preprocess(const Image& image, const ClipPreprocess& config) {
 }
 
 Tensor clip_preprocess_batch(std::span<const Image> images, const ClipPreprocess& config) {
-  std::vector<Tensor> chw;
-  chw.reserve(images.size());
-  for (const Image& im : images) chw.push_back(clip_preprocess(im, config));
+  std::vector<Tensor> chw(images.size());
+  parallel_each(static_cast<int64_t>(images.size()), [&](int64_t i) { chw[i] = clip_preprocess(images[i], config); });
   return stack_batch(chw);
 }
 

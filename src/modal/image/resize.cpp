@@ -1,5 +1,6 @@
 #include "modal/image/resize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -70,55 +71,89 @@ uint8_t to_u8(int32_t acc) {
   return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-Image resize_rows(const Image& in, int out_w, ResizeFilter filter) {
-  AxisWeights w = axis_weights(in.width, out_w, filter);
-  Image out = Image::blank(out_w, in.height);
-  parallel_for(in.height, 16, [&](int64_t y0, int64_t y1) {
-    for (int64_t y = y0; y < y1; ++y) {
-      const uint8_t* src = in.row(static_cast<int>(y));
-      uint8_t* dst = out.row(static_cast<int>(y));
-      for (int x = 0; x < out_w; ++x) {
-        const int32_t* k = &w.weights[static_cast<size_t>(x) * w.taps];
-        const uint8_t* s = src + 3 * w.first[x];
-        int32_t r = 1 << (kPrecisionBits - 1), g = r, b = r;  // +0.5 so the shift rounds
-        for (int j = 0; j < w.count[x]; ++j) r += s[3 * j] * k[j], g += s[3 * j + 1] * k[j], b += s[3 * j + 2] * k[j];
-        dst[3 * x] = to_u8(r), dst[3 * x + 1] = to_u8(g), dst[3 * x + 2] = to_u8(b);
+// Horizontal pass: output columns [x0, x0 + w) of a resize to out_w, for input rows [y0, y0 + h).
+Image resize_rows(const Image& in, int out_w, int x0, int w, int y0, int h, ResizeFilter filter) {
+  AxisWeights k = axis_weights(in.width, out_w, filter);
+  Image out = Image::blank(w, h);
+  parallel_for(h, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* src = in.row(y0 + static_cast<int>(r));
+      uint8_t* dst = out.row(static_cast<int>(r));
+      for (int x = 0; x < w; ++x) {
+        const int32_t* wt = &k.weights[static_cast<size_t>(x0 + x) * k.taps];
+        const uint8_t* s = src + 3 * k.first[x0 + x];
+        int32_t red = 1 << (kPrecisionBits - 1), green = red, blue = red;  // +0.5 so the shift rounds
+        for (int j = 0; j < k.count[x0 + x]; ++j)
+          red += s[3 * j] * wt[j], green += s[3 * j + 1] * wt[j], blue += s[3 * j + 2] * wt[j];
+        dst[3 * x] = to_u8(red), dst[3 * x + 1] = to_u8(green), dst[3 * x + 2] = to_u8(blue);
       }
     }
   });
   return out;
 }
 
-Image resize_columns(const Image& in, int out_h, ResizeFilter filter) {
-  AxisWeights w = axis_weights(in.height, out_h, filter);
-  Image out = Image::blank(in.width, out_h);
+// Vertical pass: output rows [y0, y0 + h) of a resize of `in_height` rows to out_h, where `in`
+// holds input rows [in_y0, in_y0 + in.height) only.
+Image resize_columns(const Image& in, int in_height, int in_y0, int out_h, int y0, int h, ResizeFilter filter) {
+  AxisWeights k = axis_weights(in_height, out_h, filter);
+  Image out = Image::blank(in.width, h);
   const size_t n = static_cast<size_t>(in.width) * 3;
-  parallel_for(out_h, 16, [&](int64_t y0, int64_t y1) {
+  parallel_for(h, 16, [&](int64_t r0, int64_t r1) {
     std::vector<int32_t> acc(n);
-    for (int64_t y = y0; y < y1; ++y) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int y = y0 + static_cast<int>(r);
       std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
-      const int32_t* k = &w.weights[static_cast<size_t>(y) * w.taps];
-      for (int j = 0; j < w.count[y]; ++j) {
-        const uint8_t* s = in.row(w.first[y] + j);
-        for (size_t i = 0; i < n; ++i) acc[i] += s[i] * k[j];
+      const int32_t* wt = &k.weights[static_cast<size_t>(y) * k.taps];
+      for (int j = 0; j < k.count[y]; ++j) {
+        const uint8_t* s = in.row(k.first[y] + j - in_y0);
+        for (size_t i = 0; i < n; ++i) acc[i] += s[i] * wt[j];
       }
-      uint8_t* dst = out.row(static_cast<int>(y));
+      uint8_t* dst = out.row(static_cast<int>(r));
       for (size_t i = 0; i < n; ++i) dst[i] = to_u8(acc[i]);
     }
   });
   return out;
 }
 
+// Columns [x0, x0 + w) of rows [y0, y0 + h), copied.
+Image copy_window(const Image& in, int x0, int w, int y0, int h) {
+  Image out = Image::blank(w, h);
+  for (int r = 0; r < h; ++r) std::copy_n(in.row(y0 + r) + 3 * x0, 3 * w, out.row(r));
+  return out;
+}
+
 }  // namespace
 
 Image resize(const Image& image, int width, int height, ResizeFilter filter) {
+  return resize_window(image, width, height, Window{0, 0, width, height}, filter);
+}
+
+Image resize_window(const Image& image, int width, int height, const Window& window, ResizeFilter filter) {
   if (width <= 0 || height <= 0 || image.width <= 0 || image.height <= 0)
     throw Error("resize: cannot resize " + std::to_string(image.width) + "x" + std::to_string(image.height) + " to " +
                 std::to_string(width) + "x" + std::to_string(height));
-  if (width == image.width && height == image.height) return image;
-  if (width == image.width) return resize_columns(image, height, filter);
-  Image rows = resize_rows(image, width, filter);
-  return height == image.height ? rows : resize_columns(rows, height, filter);
+  const Window& w = window;
+  if (w.width <= 0 || w.height <= 0 || w.x < 0 || w.y < 0 || w.x > width - w.width || w.y > height - w.height)
+    throw Error("resize: the window " + std::to_string(w.width) + "x" + std::to_string(w.height) + " at (" +
+                std::to_string(w.x) + ", " + std::to_string(w.y) + ") is not inside " + std::to_string(width) + "x" +
+                std::to_string(height));
+  // Input rows the vertical pass reads for the window's rows: only those go through the
+  // horizontal pass.
+  int in_y0 = w.y, in_y1 = w.y + w.height;
+  if (height != image.height) {
+    AxisWeights k = axis_weights(image.height, height, filter);
+    in_y0 = image.height, in_y1 = 0;
+    for (int y = w.y; y < w.y + w.height; ++y) {
+      if (k.count[y] == 0) continue;
+      in_y0 = std::min(in_y0, k.first[y]);
+      in_y1 = std::max(in_y1, k.first[y] + k.count[y]);
+    }
+    if (in_y1 <= in_y0) in_y0 = 0, in_y1 = 1;  // no taps at all (cannot happen for real sizes)
+  }
+  Image rows = width == image.width ? copy_window(image, w.x, w.width, in_y0, in_y1 - in_y0)
+                                    : resize_rows(image, width, w.x, w.width, in_y0, in_y1 - in_y0, filter);
+  if (height == image.height) return rows;
+  return resize_columns(rows, image.height, in_y0, height, w.y, w.height, filter);
 }
 
 }  // namespace mminfer::image

@@ -10,4 +10,14 @@ enum class ResizeFilter { kBilinear, kBicubic };
 
 Image resize(const Image& image, int width, int height, ResizeFilter filter);
 
+// A rectangle of pixels: columns [x, x + width), rows [y, y + height).
+struct Window {
+  int x = 0, y = 0, width = 0, height = 0;
+};
+
+// The pixels of resize(image, width, height, filter) inside `window`, equal to them byte for byte,
+// computed without the rest: a crop after a resize costs only what it keeps. Throws when the
+// window is empty or reaches outside width x height.
+Image resize_window(const Image& image, int width, int height, const Window& window, ResizeFilter filter);
+
 }  // namespace mminfer::image
