@@ -68,7 +68,7 @@ int cmd_loadgen(int argc, char** argv) {
   Args args(argc, argv, 2,
             {"--url", "--mix", "--concurrency", "--duration", "--requests", "--repeat-fraction", "--text", "--image",
              "--image-dir", "--audio", "--audio-dir", "--model", "--model-text", "--model-image", "--model-audio",
-             "--timeout", "--seed"},
+             "--timeout", "--seed", "--first-input"},
             {"--help", "--json"});
   if (args.has("--help") || !args.has("--url")) {
     std::fputs(
@@ -76,6 +76,7 @@ int cmd_loadgen(int argc, char** argv) {
         "                       [--requests N] [--repeat-fraction F] [--json] [--text S]... [--image F]...\n"
         "                       [--image-dir D] [--audio F]... [--audio-dir D] [--model NAME]\n"
         "                       [--model-text NAME] [--model-image NAME] [--model-audio NAME] [--timeout S] [--seed N]\n"
+        "                       [--first-input N]\n"
         "  POST {URL}/v1/embeddings from N virtual users (1), each on one kept-alive connection, for S seconds\n"
         "  (10, or no limit with --requests) or N requests in all, whichever ends first; reports requests,\n"
         "  req/s, p50/p90/p99 of 2xx answers and errors by HTTP status and connection error, per modality\n"
@@ -85,6 +86,8 @@ int cmd_loadgen(int argc, char** argv) {
         "  --repeat-fraction: share of requests that resend an input already sent (0); the others send a\n"
         "    fresh variant (texts with a counter, PNG/JPEG/WAV with a counter where decoders skip it),\n"
         "    so a result cache serves only the repeats\n"
+        "  --first-input: number of the first fresh input (random by default, so a run is not answered\n"
+        "    from the cache an earlier run filled; the report gives it)\n"
         "  --model: model for every modality; --model-text, --model-image (clip), --model-audio (audio)\n"
         "  --timeout: seconds per connect and per request (30)\n",
         stderr);
@@ -110,6 +113,12 @@ int cmd_loadgen(int argc, char** argv) {
   if (!(timeout_s > 0)) throw Error("--timeout must be positive");
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(timeout_s * 1000)));
   o.seed = static_cast<uint64_t>(args.get_int("--seed", 1));
+  if (args.has("--first-input")) {
+    double first = get_number(args, "--first-input", 0);
+    if (!(first >= 0 && first < 9e15 && first == std::floor(first)))
+      throw Error("--first-input must be a whole number from 0");
+    o.first_input = static_cast<uint64_t>(first);
+  }
 
   serve::LoadgenReport report = serve::run_loadgen(o);
   if (args.has("--json")) std::printf("%s\n", serve::format_json(report).c_str());

@@ -75,6 +75,7 @@ struct Run {
   Bodies bodies;
   bool timed;
   Clock::time_point deadline;
+  uint64_t first_input = 0;
   std::atomic<uint64_t> issued{0};
   std::atomic<uint64_t> fresh[3] = {0, 0, 0};  // fresh inputs handed out, per modality
 
@@ -98,7 +99,7 @@ struct Run {
       if (timed && Clock::now() >= deadline) break;
       if (o.max_requests && issued.fetch_add(1) >= o.max_requests) break;
       const size_t which = pick(rng);
-      const std::string body = bodies.make(mix[which].modality, choose_input(mix[which].modality, rng));
+      const std::string body = bodies.make(mix[which].modality, first_input + choose_input(mix[which].modality, rng));
       const Clock::time_point t0 = Clock::now();
       try {
         HttpResult r = client.post(path, body, "application/json");
@@ -203,6 +204,8 @@ LoadgenReport run_loadgen(const LoadgenOptions& o) {
   if (mix.empty()) throw Error("the mix has no modality with a positive weight");
 
   Run run{o, parse_http_url(o.url), mix, Bodies(o), o.duration_s > 0, {}};
+  // 32 random bits: two runs' inputs overlap with odds of about one in a million.
+  run.first_input = o.first_input ? *o.first_input : std::random_device{}();
   std::vector<std::vector<LoadTally>> tallies(static_cast<size_t>(o.concurrency), std::vector<LoadTally>(mix.size()));
   const Clock::time_point start = Clock::now();
   run.deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
@@ -213,6 +216,7 @@ LoadgenReport run_loadgen(const LoadgenOptions& o) {
   LoadgenReport report;
   report.url = o.url;
   report.concurrency = o.concurrency;
+  report.first_input = run.first_input;
   report.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
   for (size_t m = 0; m < mix.size(); ++m) {
     LoadTally& t = report.by_modality[modality_name(mix[m].modality)];

@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,9 @@ struct LoadgenOptions {
   std::chrono::milliseconds timeout{30000};
   std::chrono::milliseconds error_backoff{50};  // pause after a connection error
   uint64_t seed = 1;
+  // Number of the first fresh input. Unset: drawn at random for each run, so that one run's
+  // inputs are not answered from the cache filled by an earlier run against the same server.
+  std::optional<uint64_t> first_input;
 };
 
 // Throws Error when the options cannot run (a modality in the mix without inputs, bad numbers).

@@ -112,6 +112,7 @@ std::string format_json(const LoadgenReport& r) {
   for (const auto& [name, t] : r.by_modality) modalities[name] = tally_json(t, r.elapsed_s);
   nlohmann::json j = {{"url", r.url},
                       {"concurrency", r.concurrency},
+                      {"first_input", r.first_input},
                       {"elapsed_s", r.elapsed_s},
                       {"modalities", modalities},
                       {"total", tally_json(r.total, r.elapsed_s)}};

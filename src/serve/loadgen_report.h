@@ -22,6 +22,7 @@ struct LoadTally {
 struct LoadgenReport {
   std::string url;
   int concurrency = 0;
+  uint64_t first_input = 0;  // the number of the run's first fresh input
   double elapsed_s = 0;
   std::map<std::string, LoadTally> by_modality;  // "text", "image", "audio": those in the mix
   LoadTally total;

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "mminfer/status.h"
@@ -154,6 +157,37 @@ TEST(Loadgen, FreshInputsNeverRepeatUnlessAsked) {
       EXPECT_LT(distinct, 140u);
     }
   }
+}
+
+// Runs against one server must not answer each other from its cache: by default each run
+// numbers its fresh inputs from a random start, which the report gives, and a run given that
+// start sends the same inputs again.
+TEST(Loadgen, RunsSendDifferentInputsUnlessGivenTheFirstOne) {
+  auto bodies_of = [](std::optional<uint64_t> first, uint64_t* used) {
+    std::mutex mu;
+    std::set<std::string> bodies;
+    TestHttpServer server([&](const TestRequest& r) {
+      std::lock_guard lk(mu);
+      bodies.insert(r.body);
+      return TestReply{};
+    });
+    LoadgenOptions o = options_for(server);
+    o.mix = parse_mix("text:1,image:1");
+    o.max_requests = 40;
+    o.first_input = first;
+    LoadgenReport r = run_loadgen(o);
+    *used = r.first_input;
+    EXPECT_EQ(json::parse(format_json(r))["first_input"], r.first_input);
+    return bodies;
+  };
+  uint64_t first_a = 0, first_b = 0, first_c = 0;
+  std::set<std::string> a = bodies_of(std::nullopt, &first_a), b = bodies_of(std::nullopt, &first_b);
+  EXPECT_NE(first_a, first_b);
+  std::vector<std::string> common;
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(common));
+  EXPECT_TRUE(common.empty()) << common.size() << " inputs sent by both runs";
+  EXPECT_EQ(bodies_of(first_a, &first_c), a);
+  EXPECT_EQ(first_c, first_a);
 }
 
 TEST(Loadgen, RequestBodies) {
