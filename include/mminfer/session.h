@@ -23,6 +23,10 @@ struct SessionOptions {
   bool profile = false;      // time every node (implied by profile_path); see Session::op_times
   InterOp inter_op = InterOp::kAuto;  // profiled runs always go one node at a time
   PrecisionPolicy precision;          // FP32 everywhere unless it says otherwise
+  // Non-empty: the session computes only these of the model's outputs, in this order, and the
+  // passes drop the work only the others needed (a pooled embedding without the hidden states it
+  // was selected from, say). A name the model does not output fails the load.
+  std::vector<std::string> outputs;
   // Calibration: values of the model named in `observe` are handed to `observer` after every run,
   // as the model computed them (they stay values of the graph through the optimizations; names
   // the model lacks are ignored). With observe_model set, only the session loaded from that file

@@ -117,6 +117,21 @@ PrecisionPolicy precision_flags(const Args& args) {
   return p;
 }
 
+std::vector<std::string> outputs_flag(const Args& args) {
+  std::vector<std::string> names;
+  if (!args.has("--outputs")) return names;
+  std::string list = args.get("--outputs");
+  for (size_t start = 0;;) {
+    size_t comma = list.find(',', start);
+    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty()) throw Error("--outputs expects NAME[,NAME...], got '" + list + "'");
+    names.push_back(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return names;
+}
+
 InterOp inter_op_flag(const Args& args) {
   std::string v = args.get("--inter-op", "auto");
   if (v == "auto") return InterOp::kAuto;

@@ -33,6 +33,9 @@ class Args {
 // --inter-op auto|off|on (auto when absent); throws Error on anything else.
 InterOp inter_op_flag(const Args& args);
 
+// --outputs NAME,NAME: the model outputs to compute (all when absent); empty names are an error.
+std::vector<std::string> outputs_flag(const Args& args);
+
 // The precision flags shared by run, bench and inspect; throws Error (one line) on bad values.
 //   --precision SPEC         int8 | fp32 | MODALITY=PRECISION,... (see mminfer/precision.h)
 //   --keep-fp32 REGEX        node names that stay FP32

@@ -36,15 +36,17 @@ double peak_rss_mb() {
 int cmd_bench(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_precision_flags(
-                {"--input", "--shape", "--runs", "--warmup", "--threads", "--int-range", "--opt-level", "--profile", "--inter-op"}),
+                {"--input", "--shape", "--runs", "--warmup", "--threads", "--int-range", "--opt-level", "--profile", "--inter-op",
+                 "--outputs"}),
             {"--help", "--json", "--op-times"});
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs(
         "usage: mminfer bench MODEL.onnx [--input NAME=F.npy | --shape NAME=1x3x224x224]... [--runs N]\n"
         "                    [--warmup N] [--threads N] [--int-range NAME=LO:HI] [--opt-level L] [--json]\n"
         "                    [--op-times] [--profile TRACE.json] [--inter-op auto|off|on]\n"
-        "                    [--precision SPEC] [--keep-fp32 REGEX]\n"
-        "--op-times: time per op type over the timed runs (each node timed, so totals run a little slower)\n",
+        "                    [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...]\n"
+        "--op-times: time per op type over the timed runs (each node timed, so totals run a little slower)\n"
+        "--outputs: compute only these outputs, and none of the work only the others need\n",
         stderr);
     if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
     return args.has("--help") ? 0 : 2;
@@ -56,6 +58,7 @@ int cmd_bench(int argc, char** argv) {
   opts.profile_path = args.get("--profile");
   opts.profile = args.has("--op-times");
   opts.precision = precision_flags(args);
+  opts.outputs = outputs_flag(args);
   int runs = args.get_int("--runs", 20), warmup = args.get_int("--warmup", 3);
   if (runs < 1 || warmup < 0) throw Error("--runs must be at least 1 and --warmup at least 0");
   std::unique_ptr<Session> session;

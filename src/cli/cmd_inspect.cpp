@@ -39,9 +39,10 @@ std::string human_bytes(double b) {
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-  Args args(argc, argv, 2, with_precision_flags({"--opt-level"}), {"--help", "--optimized"});
+  Args args(argc, argv, 2, with_precision_flags({"--opt-level", "--outputs"}), {"--help", "--optimized"});
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs("usage: mminfer inspect MODEL.onnx [--optimized [--opt-level 0|1|2] [--precision SPEC] [--keep-fp32 REGEX]]\n"
+               "                       [--outputs NAME,...]\n"
                "--optimized lists the nodes as they will run; [int8] / [fp16] / [bf16] mark their precision\n",
                stderr);
     if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
@@ -49,6 +50,8 @@ int cmd_inspect(int argc, char** argv) {
   }
   PrecisionPolicy precision = precision_flags(args);
   auto model = onnx_io::load_model_file(args.positional()[0]);
+  std::vector<std::string> outputs = outputs_flag(args);
+  if (!outputs.empty()) ir::keep_outputs(model.graph, outputs);  // what the others alone need drops out
   passes::PassReport report;
   if (args.has("--optimized")) {
     passes::PassContext ctx;

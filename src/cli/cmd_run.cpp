@@ -22,13 +22,14 @@ std::string file_safe(const std::string& name) {
 
 int cmd_run(int argc, char** argv) {
   Args args(argc, argv, 2,
-            with_precision_flags({"--input", "--output-dir", "--threads", "--profile", "--opt-level", "--inter-op"}),
+            with_precision_flags({"--input", "--output-dir", "--threads", "--profile", "--opt-level", "--inter-op", "--outputs"}),
             {"--help"});
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs(
         "usage: mminfer run MODEL.onnx --input NAME=FILE.npy ... [--output-dir DIR] [--threads N]\n"
         "                  [--profile TRACE.json] [--opt-level 0|1|2] [--inter-op auto|off|on]\n"
-        "                  [--precision SPEC] [--keep-fp32 REGEX]\n",
+        "                  [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...]\n"
+        "--outputs: compute and write only these outputs, and none of the work only the others need\n",
         stderr);
     if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
     return args.has("--help") ? 0 : 2;
@@ -39,6 +40,7 @@ int cmd_run(int argc, char** argv) {
   opts.inter_op = inter_op_flag(args);
   opts.profile_path = args.get("--profile");
   opts.precision = precision_flags(args);
+  opts.outputs = outputs_flag(args);
   std::unique_ptr<Session> session;
   Status st = Session::load(args.positional()[0], opts, &session);
   if (!st) throw Error(st.message());

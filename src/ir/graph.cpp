@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <queue>
 
 namespace mminfer::ir {
@@ -86,6 +87,23 @@ std::vector<int> Graph::topological_order() const {
       throw Error("graph output '" + v.name + "' is not produced by any node");
   }
   return order;
+}
+
+void keep_outputs(Graph& g, const std::vector<std::string>& names) {
+  std::vector<int> kept;
+  for (const std::string& name : names) {
+    auto it = std::find_if(g.outputs.begin(), g.outputs.end(), [&](int v) { return g.values[v].name == name; });
+    if (it == g.outputs.end()) {
+      std::string have;
+      for (int v : g.outputs) have += (have.empty() ? "" : ", ") + g.values[v].name;
+      throw Error("the model has no output '" + name + "' (its outputs: " + have + ")");
+    }
+    if (std::find(kept.begin(), kept.end(), *it) != kept.end()) throw Error("output '" + name + "' is asked for twice");
+    kept.push_back(*it);
+  }
+  for (int v : g.outputs) g.values[v].is_graph_output = false;
+  for (int v : kept) g.values[v].is_graph_output = true;
+  g.outputs = kept;
 }
 
 }  // namespace mminfer::ir

@@ -63,6 +63,10 @@ class Graph {
   std::map<std::string, int> by_name_;
 };
 
+// Makes the named outputs the graph's only ones, in that order; what only the others needed is
+// left for dead-node elimination. Throws Error for a name that is not an output.
+void keep_outputs(Graph& g, const std::vector<std::string>& names);
+
 // Subgraph held by an If/Loop/Scan attribute.
 }  // namespace mminfer::ir
 

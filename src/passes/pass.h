@@ -48,6 +48,7 @@ bool absorb_dynamic_quantization(ir::Graph& g, const PassContext& ctx);
 bool absorb_qdq(ir::Graph& g, const PassContext& ctx);
 bool absorb_fp16_weights(ir::Graph& g, const PassContext& ctx);
 bool expand_qlinear_ops(ir::Graph& g, const PassContext& ctx);
+bool select_rows_early(ir::Graph& g, const PassContext& ctx);
 
 struct PassReport {
   size_t nodes_before = 0, nodes_after = 0;

@@ -27,6 +27,7 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
       {"fold_shape_arithmetic", 1, fold_shape_arithmetic},  // before fold_constants, which folds what follows
       {"fold_constants", 1, fold_constants},
       {"eliminate_dead_nodes", 1, eliminate_dead_nodes},
+      {"select_rows_early", 2, select_rows_early},
       {"absorb_dynamic_quantization", 2, absorb_dynamic_quantization},  // before fuse_matmul_bias
       {"absorb_qdq", 2, absorb_qdq},  // after fold_constants (weights), before the fusions
       {"fold_conv_batchnorm", 2, fold_conv_batchnorm},

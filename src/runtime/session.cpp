@@ -44,6 +44,7 @@ class SessionImpl final : public Session {
       : options_(options) {
     set_num_threads(options.threads);
     ir::Graph& g = model.graph;
+    if (!options.outputs.empty()) ir::keep_outputs(g, options.outputs);
     for (int v : g.inputs) inputs_.push_back(info_of(g.values[v]));
     for (int v : g.outputs) outputs_.push_back(info_of(g.values[v]));
     // Observed values become extra outputs (after the model's own), which run() hands to the observer.

@@ -292,3 +292,40 @@ TEST(NonFinite, GatherWithBadIndicesFailsCleanly) {
 
 }  // namespace
 }  // namespace robust
+
+namespace robust {
+namespace {
+
+// SessionOptions::outputs: the session computes the outputs asked for, in that order; a name
+// the model does not output, or one asked for twice, fails the load with one line.
+TEST(SessionOutputs, OnlyThoseAskedForAndClearErrorsOtherwise) {
+  onnx::ModelProto m = add_model();
+  auto* g = m.mutable_graph();
+  add_node(g, "Relu", {"c"}, {"d"}, "relu");
+  add_value_info(g->add_output(), "d", onnx::TensorProto::FLOAT, {-1, -1});
+  auto load = [&](std::vector<std::string> outputs, std::unique_ptr<Session>* s) {
+    SessionOptions opts;
+    opts.threads = 2;
+    opts.outputs = std::move(outputs);
+    return Session::load_from_bytes(serialize(m), ".", opts, s);
+  };
+  std::unique_ptr<Session> s;
+  ASSERT_TRUE(load({"d"}, &s).is_ok());
+  ASSERT_EQ(s->outputs().size(), 1u);
+  EXPECT_EQ(s->outputs()[0].name, "d");
+  std::vector<Tensor> out;
+  ASSERT_TRUE(run(*s, {{"a", floats({1, 2}, {1, -3})}, {"b", floats({1, 2}, {1, 1})}}, &out).is_ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].data<float>()[0], 2.f);
+  EXPECT_EQ(out[0].data<float>()[1], 0.f);
+  ASSERT_TRUE(load({"d", "c"}, &s).is_ok());
+  EXPECT_EQ(s->outputs()[1].name, "c");
+
+  Status st = load({"e"}, &s);
+  expect_error(st, "the model has no output 'e' (its outputs: c, d)");
+  st = load({"d", "d"}, &s);
+  expect_error(st, "output 'd' is asked for twice");
+}
+
+}  // namespace
+}  // namespace robust

@@ -2,6 +2,7 @@
 // the original graph computes (the unfused kernels are the reference).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph_builder.h"
@@ -583,4 +584,92 @@ TEST(FusionPasses, ChannelsLastResidualFromOtherOpsAndSharedInputs) {
   EXPECT_EQ(count_channels_last(opt), 4);
   EXPECT_EQ(count_op(opt, "Transpose"), 4);  // x and the residual in; d and e out to the Add
   expect_same(b.g, {GraphBuilder::random_tensor({1, 4, 9, 10}, 124, 2.f)}, "FusedConv", 1e-4f);
+}
+
+namespace {
+
+// The Gather nodes left in `g` and the values they read.
+std::vector<int> gathered_values(const ir::Graph& g) {
+  std::vector<int> read;
+  for (const ir::Node& n : g.nodes)
+    if (!n.removed && n.op_type == "Gather") read.push_back(n.inputs[0]);
+  return read;
+}
+
+// x [2, 5, 8] -> LayerNorm -> MatMul + bias -> Relu -> MatMul -> + x (residual) -> Gather(axis).
+struct Block {
+  GraphBuilder b;
+  int x, out;
+};
+Block pooled_block(const Tensor& indices, int64_t gather_axis, int64_t ln_axis = -1) {
+  Block blk;
+  GraphBuilder& b = blk.b;
+  blk.x = b.input("x", {2, 5, 8});
+  Attributes ln;
+  ln.set("axis", ln_axis);
+  int h = b.node("LayerNormalization", {blk.x, b.random("gamma", {8}, 1), b.random("beta", {8}, 2)}, ln);
+  b.set_shape(h, {2, 5, 8});
+  int y = b.node("MatMul", {h, b.random("w1", {8, 12}, 3)});
+  b.set_shape(y, {2, 5, 12});
+  y = b.node("Add", {y, b.random("b1", {12}, 4)});
+  b.set_shape(y, {2, 5, 12});
+  y = b.node("Relu", {y});
+  b.set_shape(y, {2, 5, 12});
+  y = b.node("MatMul", {y, b.random("w2", {12, 8}, 5)});
+  b.set_shape(y, {2, 5, 8});
+  y = b.node("Add", {y, blk.x});
+  b.set_shape(y, {2, 5, 8});
+  Attributes axis;
+  axis.set("axis", gather_axis);
+  blk.out = b.node("Gather", {y, b.constant("indices", indices)}, axis);
+  b.output(blk.out);
+  return blk;
+}
+
+Tensor int64s(const Shape& shape, std::vector<int64_t> v) {
+  Tensor t = Tensor::empty(DType::kInt64, shape);
+  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+  return t;
+}
+
+}  // namespace
+
+// A Gather of a few tokens after a block that works token by token climbs to the block's input:
+// the MatMuls, LayerNorm and activation then run for the kept tokens only, with the same results.
+TEST(SelectRowsEarly, TheKeptTokensClimbToTheBlockInput) {
+  const Tensor x = GraphBuilder::random_tensor({2, 5, 8}, 9);
+  struct Case {
+    Tensor indices;
+    int64_t axis;
+  };
+  for (const Case& c : {Case{int64s({}, {0}), 1}, Case{int64s({2}, {4, 0}), -2}, Case{int64s({}, {-1}), 1}}) {
+    Block blk = pooled_block(c.indices, c.axis);
+    expect_same(blk.b.g, {x}, "Gather");
+    ir::Graph opt = optimized(blk.b.g);
+    EXPECT_EQ(gathered_values(opt), std::vector<int>{blk.x}) << "one Gather, of the input";
+  }
+}
+
+TEST(SelectRowsEarly, StaysWhereTheWorkIsNotTokenByToken) {
+  const Tensor x = GraphBuilder::random_tensor({2, 5, 8}, 9);
+  // Features, not tokens: the MatMul mixes them.
+  Block features = pooled_block(int64s({}, {3}), 2);
+  expect_same(features.b.g, {x}, "Gather");
+  EXPECT_NE(gathered_values(optimized(features.b.g)), std::vector<int>{features.x});
+  // A LayerNorm over tokens and features: the selection stops below it (and reaches x through
+  // the residual).
+  Block across = pooled_block(int64s({}, {0}), 1, 1);
+  expect_same(across.b.g, {x}, "Gather");
+  ir::Graph opt = optimized(across.b.g);
+  std::vector<std::string> producers;
+  for (int v : gathered_values(opt)) producers.push_back(opt.values[v].producer >= 0 ? opt.nodes[opt.values[v].producer].op_type : "input");
+  std::sort(producers.begin(), producers.end());
+  EXPECT_EQ(producers, (std::vector<std::string>{"LayerNormalization", "input"}));
+  // The full tensor is an output too: nothing can be skipped.
+  Block both = pooled_block(int64s({}, {0}), 1);
+  both.b.g.relink();
+  int full = both.b.g.nodes[both.b.g.values[both.out].producer].inputs[0];
+  both.b.output(full);
+  expect_same(both.b.g, {x}, "Gather");
+  EXPECT_EQ(gathered_values(optimized(both.b.g)), std::vector<int>{full});
 }

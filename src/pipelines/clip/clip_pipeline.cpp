@@ -21,6 +21,20 @@ std::unique_ptr<Session> open_model(const Manifest& m, const std::string& role, 
   return s;
 }
 
+// A tower computing only its embedding output, so the passes skip work nothing else needs (the
+// last layer's MLP for every token but the pooled one). When that fails, the tower loads whole
+// and output_index sorts it out: a single output under another name, or the manifest naming an
+// output the model lacks.
+std::unique_ptr<Session> open_tower(const Manifest& m, const std::string& role, const std::string& key,
+                                    SessionOptions opts) {
+  opts.outputs = {m.string("outputs", key, key)};
+  std::unique_ptr<Session> s;
+  Status st = Session::load(m.file(role), opts, &s);
+  if (st) return s;
+  opts.outputs.clear();
+  return open_model(m, role, opts);
+}
+
 // Index of the output named by outputs.<key> (default `key`); a model with a single output
 // needs no name.
 size_t output_index(const Manifest& m, const Session& s, const std::string& key, const std::string& role) {
@@ -116,8 +130,8 @@ ClipPipeline::ClipPipeline(const Manifest& m, const SessionOptions& session)
   tokenizer_->set_truncation(text::Truncation{context_length_});
   tokenizer_->set_padding(padding);
 
-  image_ = open_model(m, "image_encoder", session);
-  text_ = open_model(m, "text_encoder", session);
+  image_ = open_tower(m, "image_encoder", "image_embeds", session);
+  text_ = open_tower(m, "text_encoder", "text_embeds", session);
   image_output_ = output_index(m, *image_, "image_embeds", "image_encoder");
   text_output_ = output_index(m, *text_, "text_embeds", "text_encoder");
 
