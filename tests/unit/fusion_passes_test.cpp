@@ -673,3 +673,34 @@ TEST(SelectRowsEarly, StaysWhereTheWorkIsNotTokenByToken) {
   expect_same(both.b.g, {x}, "Gather");
   EXPECT_EQ(gathered_values(optimized(both.b.g)), std::vector<int>{full});
 }
+
+// CLIP's text tower picks one token per row from the flattened hidden states: Gather(Flatten(y),
+// row * tokens + token). The Flatten climbs to the block input with the Gather behind it, and a
+// Shape reading y moves to a value of the same shape.
+TEST(SelectRowsEarly, AFlattenedPickClimbsToo) {
+  Block blk = pooled_block(int64s({}, {0}), 1);
+  GraphBuilder& b = blk.b;
+  b.g.relink();
+  const int gather = b.g.values[blk.out].producer;  // an index: adding nodes moves them
+  const int y = b.g.nodes[gather].inputs[0];
+  Attributes axis2;
+  axis2.set("axis", int64_t(2));
+  int flat = b.node("Flatten", {y}, axis2);
+  b.set_shape(flat, {10, 8});
+  int picks = b.input("picks", {2}, DType::kInt64);
+  b.g.nodes[gather].inputs = {flat, picks};
+  b.g.nodes[gather].attrs = Attributes();
+  b.set_shape(blk.out, {2, 8});
+  int shape = b.node("Shape", {y});
+  b.g.values[shape].dtype = DType::kInt64;
+  b.output(shape);
+  b.g.relink();
+  const Tensor x = GraphBuilder::random_tensor({2, 5, 8}, 9);
+  expect_same(b.g, {x, int64s({2}, {3, 9})}, "Gather");
+  ir::Graph opt = optimized(b.g);
+  std::vector<int> gathered = gathered_values(opt);
+  ASSERT_EQ(gathered.size(), 1u);
+  const ir::Node& flatten = opt.nodes[opt.values[gathered[0]].producer];
+  EXPECT_EQ(flatten.op_type, "Flatten");
+  EXPECT_EQ(flatten.inputs[0], opt.find_value("x")) << "the Flatten reads the block input";
+}
