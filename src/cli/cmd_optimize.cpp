@@ -10,7 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/calibration.h"
-#include "cli/int8_guard.h"
+#include "cli/precision_guard.h"
 #include "cli/tensor_inputs.h"
 #include "onnx/dynamic_int8_writer.h"
 #include "onnx/fp16_weights_writer.h"
@@ -158,7 +158,7 @@ int cmd_optimize(int argc, char** argv) {
     std::printf("calibrated %zu activations (%s)\n", activations.size(), args.get("--calib-method", "percentile").c_str());
   }
   if (evaluation.empty()) evaluation.push_back(model_inputs(args, *session));
-  Int8Guard guard(model, in, *session, evaluation, threads, writer);
+  PrecisionGuard guard(model, in, *session, evaluation, threads, writer);
   session.reset();  // the FP32 reference is taken
   GuardReport report = guard.choose(layers, min_cosine, args.has("--sensitivity"));
   report.precision = precision_of;

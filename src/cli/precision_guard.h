@@ -1,10 +1,11 @@
-// The accuracy guard of `mminfer optimize`: which MatMuls may go INT8 while every output stays
-// within a cosine bound of FP32 on the evaluation inputs.
+// The accuracy guard of `mminfer optimize`: which layers may go below FP32 (INT8, or FP16
+// weights) while every output stays within a cosine bound of FP32 on the evaluation inputs.
 //
-// A choice is measured by what it writes: the model in an INT8 form (ONNX Runtime's dynamic form,
-// onnx/dynamic_int8_writer.h, or calibrated QDQ, onnx/qdq_writer.h), loaded back and run (per-
-// tensor activations, as the file says) beside the FP32 model. Per-layer sensitivity is the output cosine with that layer alone in
-// INT8; with a bound, the most sensitive layers fall back to FP32 one at a time until it holds.
+// A choice is measured by what it writes: the model in its lower-precision form (ONNX Runtime's
+// dynamic INT8 form, onnx/dynamic_int8_writer.h; calibrated QDQ, onnx/qdq_writer.h; FP16 weights,
+// onnx/fp16_weights_writer.h), loaded back and run beside the FP32 model. Per-layer sensitivity
+// is the output cosine with that layer alone lowered; with a bound, the most sensitive layers
+// fall back to FP32 one at a time until it holds.
 #pragma once
 #include <functional>
 #include <map>
@@ -36,11 +37,11 @@ struct GuardReport {
 // Rewrites the given layers (by first output name) of a model into an INT8 form.
 using Int8Writer = std::function<void(onnx::ModelProto&, const std::set<std::string>& layers)>;
 
-class Int8Guard {
+class PrecisionGuard {
  public:
   // `model` as read from `path` and `fp32` loaded from it; `inputs` the evaluation set (one run
   // per entry; shapes may differ); threads for the trial sessions; `writer` the INT8 form.
-  Int8Guard(const onnx::ModelProto& model, const std::string& path, Session& fp32,
+  PrecisionGuard(const onnx::ModelProto& model, const std::string& path, Session& fp32,
             std::vector<std::vector<NamedTensor>> inputs, int threads, Int8Writer writer);
 
   // The outputs' accuracy with `layers` in INT8.

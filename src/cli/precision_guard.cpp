@@ -1,4 +1,4 @@
-#include "cli/int8_guard.h"
+#include "cli/precision_guard.h"
 
 #include <unistd.h>
 
@@ -78,7 +78,7 @@ double worst(const std::vector<OutputAccuracy>& outs) {
 
 }  // namespace
 
-Int8Guard::Int8Guard(const onnx::ModelProto& model, const std::string& path, Session& fp32,
+PrecisionGuard::PrecisionGuard(const onnx::ModelProto& model, const std::string& path, Session& fp32,
                      std::vector<std::vector<NamedTensor>> inputs, int threads, Int8Writer writer)
     : model_(model), writer_(std::move(writer)), inputs_(std::move(inputs)), threads_(threads) {
   if (inputs_.empty()) throw Error("no evaluation inputs");
@@ -88,13 +88,13 @@ Int8Guard::Int8Guard(const onnx::ModelProto& model, const std::string& path, Ses
   for (const ValueInfo& v : fp32.outputs()) names_.push_back(v.name);
 }
 
-onnx::ModelProto Int8Guard::write(const std::set<std::string>& layers) const {
+onnx::ModelProto PrecisionGuard::write(const std::set<std::string>& layers) const {
   onnx::ModelProto m = model_;
   writer_(m, layers);
   return m;
 }
 
-std::vector<OutputAccuracy> Int8Guard::measure(const std::set<std::string>& layers) {
+std::vector<OutputAccuracy> PrecisionGuard::measure(const std::set<std::string>& layers) {
   // Beside the source, so that external data paths still resolve.
   std::string tmp = (std::filesystem::path(base_dir_) / (".mminfer-guard-" + std::to_string(getpid()) + ".onnx")).string();
   {
@@ -118,7 +118,7 @@ std::vector<OutputAccuracy> Int8Guard::measure(const std::set<std::string>& laye
   return out;
 }
 
-GuardReport Int8Guard::choose(const std::vector<std::string>& layers, double min_cosine, bool sensitivity) {
+GuardReport PrecisionGuard::choose(const std::vector<std::string>& layers, double min_cosine, bool sensitivity) {
   GuardReport r;
   std::set<std::string> chosen(layers.begin(), layers.end());
   r.outputs = measure(chosen);
