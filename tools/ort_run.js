@@ -5,6 +5,7 @@
 //   ort_run.js MODEL --input NAME=F.npy ... [--output-dir DIR] [--threads N]
 //   ort_run.js MODEL --bench [--input NAME=F.npy | --shape NAME=1x3x224x224]... [--int-range NAME=LO:HI]
 //              [--runs N] [--warmup N] [--threads N] [--opt-level disabled|basic|extended|all]
+//   --outputs NAME,...: fetch only these outputs (all by default)
 //
 // Run mode writes each output as DIR/<output name>.npy. Bench mode prints one JSON line:
 // {"median_ms", "p90_ms", "min_ms", "runs", "threads", "load_ms"}.
@@ -17,12 +18,13 @@ function usage(code) {
   process.stderr.write(
       'usage: ort_run.js MODEL --input NAME=F.npy ... [--output-dir DIR] [--threads N]\n' +
       '       ort_run.js MODEL --bench [--input NAME=F.npy | --shape NAME=AxB...]... [--int-range NAME=LO:HI]\n' +
-      '                  [--runs N] [--warmup N] [--threads N] [--opt-level disabled|basic|extended|all]\n');
+      '                  [--runs N] [--warmup N] [--threads N] [--opt-level disabled|basic|extended|all]\n' +
+      '       --outputs NAME,...: fetch only these outputs (all by default)\n');
   process.exit(code);
 }
 
 function parseArgs(argv) {
-  const valued = new Set(['--input', '--output-dir', '--threads', '--shape', '--int-range', '--runs', '--warmup', '--opt-level']);
+  const valued = new Set(['--input', '--output-dir', '--threads', '--shape', '--int-range', '--runs', '--warmup', '--opt-level', '--outputs']);
   const args = {positional: [], multi: {}, flags: new Set()};
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
@@ -102,6 +104,9 @@ async function main() {
     feeds[name] = new ort.Tensor(t.dtype, t.data, t.shape);
   }
   const bench = args.flags.has('--bench');
+  const fetches = args.multi['--outputs'] ? last(args, '--outputs', '').split(',') : session.outputNames;
+  for (const name of fetches)
+    if (!session.outputNames.includes(name)) throw new Error(`the model has no output '${name}' (its outputs: ${session.outputNames.join(', ')})`);
   if (bench) {
     const shapes = {}, ranges = {};
     for (const s of args.multi['--shape'] || []) {
@@ -135,10 +140,10 @@ async function main() {
   if (missing.length) throw new Error(`missing input(s) ${missing.join(', ')}; give them with --input NAME=F.npy`);
 
   if (!bench) {
-    const results = await session.run(feeds);
+    const results = await session.run(feeds, fetches);
     const dir = last(args, '--output-dir', '.');
     fs.mkdirSync(dir, {recursive: true});
-    for (const name of session.outputNames) {
+    for (const name of fetches) {
       const t = results[name];
       const file = path.join(dir, name.replace(/[^A-Za-z0-9._-]/g, '_') + '.npy');
       writeNpy(file, t.type, t.dims, t.data);
@@ -147,11 +152,11 @@ async function main() {
     return;
   }
   const runs = intOption(args, '--runs', 20, 1), warmup = intOption(args, '--warmup', 3, 0);
-  for (let i = 0; i < warmup; ++i) await session.run(feeds);
+  for (let i = 0; i < warmup; ++i) await session.run(feeds, fetches);
   const ms = [];
   for (let i = 0; i < runs; ++i) {
     const s = process.hrtime.bigint();
-    await session.run(feeds);
+    await session.run(feeds, fetches);
     ms.push(Number(process.hrtime.bigint() - s) / 1e6);
   }
   ms.sort((a, b) => a - b);
