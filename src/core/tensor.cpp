@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/storage_pool.h"
 #include "mminfer/status.h"
 
 namespace mminfer {
@@ -79,13 +80,10 @@ Tensor Tensor::empty(DType dtype, Shape shape) {
   if (static_cast<int64_t>(bytes) > kMaxTensorBytes)
     throw Error("tensor of " + std::to_string(bytes) + " bytes exceeds the 16 GiB limit");
   t.shape_ = std::move(shape);
-  size_t alloc = (bytes + 63) / 64 * 64;
-  if (alloc == 0) alloc = 64;
-  void* p = std::aligned_alloc(64, alloc);
-  if (!p) throw Error("out of memory allocating " + std::to_string(alloc) + " bytes");
-  std::memset(p, 0, alloc);
-  t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  t.data_ = p;
+  t.storage_ = allocate_storage(bytes);
+  if (!t.storage_) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(t.storage_.get(), 0, (bytes + 63) / 64 * 64);  // the padding too, as before
+  t.data_ = t.storage_.get();
   return t;
 }
 

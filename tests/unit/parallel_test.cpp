@@ -33,3 +33,4 @@ TEST(ParallelEach, CallsEveryItemOnceAndRethrowsTheFirstFailureAfterAll) {
 
 }  // namespace
 }  // namespace mminfer
+
