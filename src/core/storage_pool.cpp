@@ -1,5 +1,6 @@
 #include "core/storage_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -55,7 +56,7 @@ StoragePool& pool() {
 
 std::shared_ptr<void> allocate_storage(size_t bytes) {
   if (bytes < kPooledMin) {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0));
+    void* p = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
     return p ? std::shared_ptr<void>(p, [](void* q) { std::free(q); }) : nullptr;
   }
   const size_t size = (bytes + kGranule - 1) / kGranule * kGranule;

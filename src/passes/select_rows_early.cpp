@@ -230,16 +230,15 @@ int selected(ir::Graph& g, const ir::Node& like, const Selection& sel, int in, i
 // An input of `f` with exactly the shape of its output, or -1. Of two, the one more nodes read
 // (a residual stream, computed in full anyway) rather than the one the selection climbs next.
 int same_shape_input(const ir::Graph& g, const UseCounts& uses, const ir::Node& f) {
+  if (f.domain.empty() && (kUnary.count(f.op_type) || f.op_type == "LayerNormalization")) return f.inputs[0];
+  std::vector<size_t> candidates;  // inputs that may have the output's shape: compare dims
+  if (f.domain.empty() && kBinary.count(f.op_type)) candidates = {0, 1};
+  if (f.domain == "mminfer" && f.op_type == "FusedMatMul" && f.inputs.size() > 3) candidates = {3};  // the residual
   const ir::Value& out = g.values[f.outputs[0]];
-  const bool elementwise = f.domain.empty() && (kUnary.count(f.op_type) || kBinary.count(f.op_type) ||
-                                                f.op_type == "LayerNormalization");
-  const bool residual = f.domain == "mminfer" && f.op_type == "FusedMatMul" && f.inputs.size() > 3;
-  if (!out.has_shape || !(elementwise || residual)) return -1;
-  const bool same_by_definition = f.domain.empty() && (kUnary.count(f.op_type) || f.op_type == "LayerNormalization");
-  if (same_by_definition) return f.inputs[0];
+  if (!out.has_shape) return -1;
   int best = -1;
-  for (size_t s = residual ? 3 : 0; s < (elementwise ? std::min<size_t>(f.inputs.size(), 2) : f.inputs.size()); ++s) {
-    const int in = f.inputs[s];
+  for (size_t s : candidates) {
+    const int in = s < f.inputs.size() ? f.inputs[s] : -1;
     if (in < 0 || !g.values[in].has_shape || g.values[in].dims.size() != out.dims.size()) continue;
     bool same = true;
     for (size_t d = 0; d < out.dims.size(); ++d) same = same && same_dim(g.values[in], d, out, d);

@@ -92,10 +92,9 @@ Image resize_rows(const Image& in, int out_w, int x0, int w, int y0, int h, Resi
   return out;
 }
 
-// Vertical pass: output rows [y0, y0 + h) of a resize of `in_height` rows to out_h, where `in`
-// holds input rows [in_y0, in_y0 + in.height) only.
-Image resize_columns(const Image& in, int in_height, int in_y0, int out_h, int y0, int h, ResizeFilter filter) {
-  AxisWeights k = axis_weights(in_height, out_h, filter);
+// Vertical pass with weights `k`: output rows [y0, y0 + h), where `in` holds input rows
+// [in_y0, in_y0 + in.height) only.
+Image resize_columns(const Image& in, const AxisWeights& k, int in_y0, int y0, int h) {
   Image out = Image::blank(in.width, h);
   const size_t n = static_cast<size_t>(in.width) * 3;
   parallel_for(h, 16, [&](int64_t r0, int64_t r1) {
@@ -140,8 +139,9 @@ Image resize_window(const Image& image, int width, int height, const Window& win
   // Input rows the vertical pass reads for the window's rows: only those go through the
   // horizontal pass.
   int in_y0 = w.y, in_y1 = w.y + w.height;
+  AxisWeights k;
   if (height != image.height) {
-    AxisWeights k = axis_weights(image.height, height, filter);
+    k = axis_weights(image.height, height, filter);
     in_y0 = image.height, in_y1 = 0;
     for (int y = w.y; y < w.y + w.height; ++y) {
       if (k.count[y] == 0) continue;
@@ -153,7 +153,7 @@ Image resize_window(const Image& image, int width, int height, const Window& win
   Image rows = width == image.width ? copy_window(image, w.x, w.width, in_y0, in_y1 - in_y0)
                                     : resize_rows(image, width, w.x, w.width, in_y0, in_y1 - in_y0, filter);
   if (height == image.height) return rows;
-  return resize_columns(rows, image.height, in_y0, height, w.y, w.height, filter);
+  return resize_columns(rows, k, in_y0, w.y, w.height);
 }
 
 }  // namespace mminfer::image
