@@ -37,7 +37,7 @@ struct PrecisionPolicy {
 
   Precision of(Modality m) const { return by_modality[static_cast<int>(m)]; }
   bool any_int8() const;
-  bool any_below_fp32() const;  // some modality asks for INT8 or BF16
+  bool any_below_fp32() const;  // some modality asks for INT8, BF16 or FP16
 };
 
 // Reads "int8" / "bf16" / "fp32" (every modality) or a list such as "vision=int8,text=bf16"

@@ -49,6 +49,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& p
     } else if (key == "keep_fp32") {
       if (!v.is_string()) throw Error(path + ": keep_fp32 must be a string (a regular expression over node names)");
       if (Status st = set_keep_fp32(v.get<std::string>(), &c.session.precision); !st) throw Error(path + ": " + st.message());
+    } else if (key == "min_cosine") {
+      if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1)
+        throw Error(path + ": min_cosine must be a number between 0 and 1");
+      c.min_cosine = v.get<double>();
     } else {
       throw Error(path + ": unknown key '" + key + "'");
     }
@@ -74,6 +78,7 @@ nlohmann::json ModelConfig::to_json() const {
           {"opt_level", session.opt_level},
           {"precision", precision_spec(session.precision)},
           {"keep_fp32", session.precision.keep_fp32},
+          {"min_cosine", min_cosine},
           {"instances", instances}};
 }
 

@@ -2,9 +2,12 @@
 //
 //   {"max_batch_size": 8, "max_queue_delay_us": 2000, "preferred_batch_size": [4, 8],
 //    "queue_capacity": 256, "latency_target_ms": 50, "cache": true, "threads": 0,
-//    "opt_level": 2, "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "instances": 1}
+//    "opt_level": 2, "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "min_cosine": 0.999,
+//    "instances": 1}
 //
-// precision and keep_fp32 take the values of mminfer's --precision and --keep-fp32.
+// precision and keep_fp32 take the values of mminfer's --precision and --keep-fp32. min_cosine
+// bounds what a precision below FP32 may cost an embedding pipeline: measured at load on probe
+// inputs (pipelines/embedding_accuracy.h), a tower below it keeps the model from loading.
 //
 // Every key is optional; unknown keys are refused so a typo does not pass silently.
 #pragma once
@@ -22,6 +25,7 @@ struct ModelConfig {
   bool cache = true;  // results and features of this model go through the server's cache
   SessionOptions session;
   int instances = 1;                // copies of the model, each with a worker on every queue
+  double min_cosine = 0;            // 0: measured and reported, not enforced
 
   // Throws Error "<path>: <key> ..." naming the bad key.
   static ModelConfig from_json(const nlohmann::json& j, const std::string& path);

@@ -1,11 +1,13 @@
 #include "serve/served_model.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
 #include "core/parallel.h"
 #include "modal/image/image.h"
 #include "pipelines/clip/clip_pipeline.h"
+#include "pipelines/embedding_accuracy.h"
 #include "pipelines/manifest.h"
 #include "serve/sha256.h"
 
@@ -106,6 +108,7 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
     kind_ = pipelines::type_name(m.type);
     preprocess_id_ = sha256_hex(kind_ + "|" + m.preprocess.dump() + "|" + dir + "|" + std::to_string(version_));
     if (m.type == pipelines::PipelineType::kOcr) {
+      refuse_min_cosine();
       std::vector<BatchQueue<Bytes, std::vector<ocr::OcrLine>>::RunBatch> runs;
       for (int k = 0; k < config_.instances; ++k) {
         ocrs_.push_back(std::make_unique<ocr::OcrPipeline>(m, config_.session, ocr::ocr_options(m)));
@@ -116,13 +119,17 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
                                                                               observe_as("ocr"));
       return;
     }
-    for (int k = 0; k < config_.instances; ++k) embedders_.push_back(pipelines::open_embedder(m, config_.session));
-    if (auto* clip = dynamic_cast<clip::ClipPipeline*>(embedders_[0].get())) logit_scale_ = clip->logit_scale();
     if (m.labels) labels_ = *m.labels;
     if (m.templates && !m.templates->empty()) templates_ = *m.templates;
+    std::optional<pipelines::ProbeEmbeddings> reference = fp32_reference(m);
+    for (int k = 0; k < config_.instances; ++k) embedders_.push_back(pipelines::open_embedder(m, config_.session));
+    if (auto* clip = dynamic_cast<clip::ClipPipeline*>(embedders_[0].get())) logit_scale_ = clip->logit_scale();
+    if (reference) check_accuracy(m, *reference);
   } else {
     std::string path = (fs::path(dir) / "model.onnx").string();
     if (!fs::is_regular_file(path)) throw Error(dir + ": holds neither pipeline.json nor model.onnx");
+    kind_ = "onnx";
+    refuse_min_cosine();
     using TensorQueue = BatchQueue<std::vector<NamedTensor>, std::vector<Tensor>>;
     std::vector<TensorQueue::RunBatch> runs;
     for (int k = 0; k < config_.instances; ++k) {
@@ -139,7 +146,6 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
         });
       });
     }
-    kind_ = "onnx";
     preprocess_id_ = sha256_hex(file_identity(path));
     tensor_q_ = std::make_unique<TensorQueue>(one, std::move(runs), observe_as("tensor"));
     return;
@@ -270,6 +276,39 @@ std::vector<std::pair<const char*, size_t>> ServedModel::chosen_batch_sizes() co
   return out;
 }
 
+void ServedModel::refuse_min_cosine() const {
+  if (config_.min_cosine > 0)
+    throw Error("model '" + name_ + "': min_cosine bounds embedding pipelines (clip, audio-encoder) only; this is an " +
+                kind_ + " model");
+}
+
+std::optional<pipelines::ProbeEmbeddings> ServedModel::fp32_reference(const pipelines::Manifest& manifest) const {
+  if (!config_.session.precision.any_below_fp32()) {
+    if (config_.min_cosine > 0)
+      std::fprintf(stderr, "mminfer serve: model '%s' runs in FP32; min_cosine has nothing to bound\n", name_.c_str());
+    return std::nullopt;
+  }
+  SessionOptions fp32 = config_.session;
+  fp32.precision = PrecisionPolicy{};
+  return pipelines::embed_probes(manifest, *pipelines::open_embedder(manifest, fp32), labels_);
+}
+
+void ServedModel::check_accuracy(const pipelines::Manifest& manifest, const pipelines::ProbeEmbeddings& reference) {
+  accuracy_ = pipelines::compare_probes(pipelines::embed_probes(manifest, *embedders_[0], labels_), reference);
+  const std::string spec = precision_spec(config_.session.precision);
+  pipelines::require_accuracy(accuracy_, config_.min_cosine,
+                              "model '" + name_ + "' version " + std::to_string(version_), spec);
+  std::string figures;
+  for (const pipelines::TowerAccuracy& t : accuracy_) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.6f (%zu probes)", figures.empty() ? "" : ", ",
+                  pipelines::modality_name(t.modality), t.min_cosine, t.probes);
+    figures += buf;
+  }
+  std::fprintf(stderr, "mminfer serve: model '%s' version %d in %s: lowest cosine to FP32 %s\n", name_.c_str(),
+               version_, spec.c_str(), figures.c_str());
+}
+
 nlohmann::json ServedModel::metadata() const {
   nlohmann::json j = {{"name", name_}, {"versions", {std::to_string(version_)}}, {"platform", "mminfer_" + kind_}};
   nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
@@ -287,6 +326,13 @@ nlohmann::json ServedModel::metadata() const {
   }
   j["inputs"] = inputs;
   j["outputs"] = outputs;
+  if (config_.session.precision.any_below_fp32()) {
+    j["precision"] = precision_spec(config_.session.precision);
+    nlohmann::json towers = nlohmann::json::object();
+    for (const pipelines::TowerAccuracy& t : accuracy_)
+      towers[pipelines::modality_name(t.modality)] = {{"min_cosine_to_fp32", t.min_cosine}, {"probes", t.probes}};
+    if (!towers.empty()) j["accuracy"] = towers;
+  }
   return j;
 }
 

@@ -18,6 +18,7 @@
 
 #include "mminfer/session.h"
 #include "pipelines/embedder.h"
+#include "pipelines/embedding_accuracy.h"
 #include "pipelines/ocr/ocr_pipeline.h"
 #include "serve/batch_queue.h"
 #include "serve/model_config.h"
@@ -91,6 +92,14 @@ class ServedModel {
     if (tensor_q_) n += f(*tensor_q_);
     return n;
   }
+  // Throws Error when config.json sets min_cosine on a model it cannot bound (ocr, onnx).
+  void refuse_min_cosine() const;
+  // Below FP32: the probes' embeddings by the pipeline in FP32, made before the served copies
+  // open and that FP32 copy closed, so load never holds both. None at FP32.
+  std::optional<pipelines::ProbeEmbeddings> fp32_reference(const pipelines::Manifest& manifest) const;
+  // Measures each tower of the served copy against `reference`, logs the figures, and throws
+  // Error when one falls below min_cosine.
+  void check_accuracy(const pipelines::Manifest& manifest, const pipelines::ProbeEmbeddings& reference);
   // One OCR batch: images that do not decode fail alone; the rest are read together.
   std::vector<BatchResult<std::vector<ocr::OcrLine>>> read_lines(ocr::OcrPipeline& ocr, std::vector<Bytes>& encoded);
 
@@ -101,6 +110,7 @@ class ServedModel {
   std::string preprocess_id_;
   std::vector<std::string> labels_, templates_{"{}"};
   float logit_scale_ = 0;
+  std::vector<pipelines::TowerAccuracy> accuracy_;  // of a pipeline below FP32, measured at load
   // One per instance (config.json "instances"); only one of the three is used.
   std::vector<std::unique_ptr<Session>> sessions_;
   std::vector<std::unique_ptr<ocr::OcrPipeline>> ocrs_;

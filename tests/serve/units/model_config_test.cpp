@@ -8,7 +8,7 @@ namespace {
 TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   auto j = nlohmann::json::parse(R"({"max_batch_size": 16, "max_queue_delay_us": 5000, "preferred_batch_size": [8, 16],
     "queue_capacity": 64, "latency_target_ms": 40, "cache": false, "threads": 2, "opt_level": 1,
-    "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "instances": 2})");
+    "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "min_cosine": 0.995, "instances": 2})");
   ModelConfig c = ModelConfig::from_json(j, "m/config.json");
   EXPECT_EQ(c.batching.max_batch_size, 16);
   EXPECT_EQ(c.batching.max_queue_delay.count(), 5000);
@@ -21,6 +21,7 @@ TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   EXPECT_EQ(c.session.precision.of(Modality::kAudio), Precision::kFp32);
   EXPECT_EQ(c.session.precision.keep_fp32, "proj");
   EXPECT_EQ(c.instances, 2);
+  EXPECT_EQ(c.min_cosine, 0.995);
   ModelConfig again = ModelConfig::from_json(c.to_json(), "again");
   EXPECT_EQ(again.to_json(), c.to_json());
   EXPECT_EQ(again.session.precision.of(Modality::kText), Precision::kBf16);
@@ -30,6 +31,7 @@ TEST(ModelConfig, DefaultsAreFp32AndEmptyObjectsAreFine) {
   ModelConfig c = ModelConfig::from_json(nlohmann::json::object(), "m/config.json");
   EXPECT_FALSE(c.session.precision.any_below_fp32());
   EXPECT_EQ(c.to_json()["precision"], "fp32");
+  EXPECT_EQ(c.min_cosine, 0);
 }
 
 TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
@@ -45,6 +47,8 @@ TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
              {R"({"max_batch_size": 4, "preferred_batch_size": [8]})", "preferred_batch_size 8 is above max_batch_size"},
              {R"({"opt_level": 3})", "opt_level must be between 0 and 2"},
              {R"({"instances": 0})", "instances must be between 1 and 16"},
+             {R"({"min_cosine": 1.5})", "min_cosine must be a number between 0 and 1"},
+             {R"({"min_cosine": "0.99"})", "min_cosine must be a number between 0 and 1"},
              {R"({"precison": "int8"})", "unknown key 'precison'"},
              {R"([1, 2])", "expected a JSON object"}};
   for (const Bad& b : bad) {
