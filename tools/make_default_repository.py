@@ -6,7 +6,7 @@
              (random weights, made by tools/make_clip_b32.py), the BPE tokenizer we trained
              (tests/data/text/clip_bpe_tokenizer.json), pipeline.json with demo labels
   audio/1    a Whisper-encoder-shaped audio-encoder pipeline (tools/make_audio_encoder_pipeline.py)
-  */config.json   batching for each
+  */config.json   batching for each; clip embeds images in INT8 within a cosine bound of FP32
 
   make_default_repository.py [ROOT]     ROOT defaults to models/
 
@@ -34,7 +34,9 @@ CLIP_MANIFEST = {
 CONFIGS = {
     # Up to 4 images per run: concurrent requests share the recognizer's width-bucket batches.
     "ocr": {"max_batch_size": 4, "max_queue_delay_us": 5000, "queue_capacity": 64},
-    "clip": {"max_batch_size": 8, "max_queue_delay_us": 4000, "queue_capacity": 256, "latency_target_ms": 400},
+    # Images in INT8 (text stays FP32), held at load to cosine >= 0.999 of FP32 on probe inputs.
+    "clip": {"max_batch_size": 8, "max_queue_delay_us": 4000, "queue_capacity": 256, "latency_target_ms": 400,
+             "precision": "vision=int8", "min_cosine": 0.999},
     "audio": {"max_batch_size": 4, "max_queue_delay_us": 4000, "queue_capacity": 64},
 }
 
