@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/huge_pages.h"
 #include "mminfer/status.h"
 
 namespace {
@@ -30,6 +31,7 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mminfer::cli::restart_with_huge_pages(argv);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage();
     return argc < 2 ? 2 : 0;
