@@ -41,9 +41,12 @@ Int8Gemm::Int8Gemm(const float* w, int64_t K, int64_t N, bool w_transposed, floa
   const float limit = static_cast<float>(weight_limit());
   std::vector<float> amax(static_cast<size_t>(N), 0.f);
   std::vector<char> finite(static_cast<size_t>(N), 1);
+  // Plain comparisons rather than std::fmax/fmin, which compile to library calls (their NaN rules
+  // differ from the instructions'); a column with a NaN is marked by `finite` either way.
   each([&](int64_t, int64_t n, float v) {
+    const float a = std::fabs(v);
     finite[n] = finite[n] && std::isfinite(v);
-    amax[n] = std::fmax(amax[n], std::fabs(v));
+    amax[n] = a > amax[n] ? a : amax[n];
   });
   w_scale_.resize(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n)  // a NaN or inf weight has no int8 form: its column comes out NaN
@@ -52,7 +55,7 @@ Int8Gemm::Int8Gemm(const float* w, int64_t K, int64_t N, bool w_transposed, floa
   w_sum_.assign(static_cast<size_t>(N), 0);
   each([&](int64_t k, int64_t n, float v) {
     float q = std::isfinite(w_scale_[n]) ? std::nearbyint(v / w_scale_[n]) : 0.f;
-    q = std::fmin(std::fmax(q, -limit), limit);
+    q = q < -limit ? -limit : (q > limit ? limit : q);
     wq_[k * N + n] = static_cast<int8_t>(q);
     w_sum_[n] += static_cast<int32_t>(q);
   });
