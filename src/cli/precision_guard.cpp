@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/cosine.h"
 #include "runtime/profiler.h"
 
 namespace mminfer::cli {
@@ -55,14 +56,11 @@ OutputAccuracy compare(const std::string& name, const Tensor& got, const Tensor&
   double sum = 0;
   a.min_cosine = 1;
   for (int64_t r = 0; r < rows; ++r) {
-    double dot = 0, ng = 0, nw = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      double x = got.data<float>()[r * cols + c], y = want.data<float>()[r * cols + c];
-      dot += x * y, ng += x * x, nw += y * y;
-      a.max_abs_error = std::max(a.max_abs_error, std::fabs(x - y));
-    }
-    double cos = ng == 0 && nw == 0 ? 1.0 : dot / std::sqrt(ng * nw);
-    if (!std::isfinite(cos)) cos = -1;
+    std::span<const float> x(got.data<float>() + r * cols, static_cast<size_t>(cols));
+    std::span<const float> y(want.data<float>() + r * cols, static_cast<size_t>(cols));
+    for (size_t c = 0; c < x.size(); ++c)
+      a.max_abs_error = std::max(a.max_abs_error, std::fabs(static_cast<double>(x[c]) - y[c]));
+    const double cos = cosine_similarity(x, y);
     a.min_cosine = std::min(a.min_cosine, cos);
     sum += cos;
   }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <numbers>
 
+#include "core/cosine.h"
+
 namespace mminfer::pipelines {
 
 namespace {
@@ -60,17 +62,6 @@ std::vector<uint8_t> wav(const std::vector<float>& samples, int rate) {
   for (float s : samples)
     put_le(out, static_cast<uint16_t>(static_cast<int16_t>(std::lround(std::clamp(s, -1.0f, 1.0f) * 32767))), 2);
   return out;
-}
-
-double cosine(const Embedding& a, const Embedding& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    ab += static_cast<double>(a[i]) * b[i];
-    aa += static_cast<double>(a[i]) * a[i];
-    bb += static_cast<double>(b[i]) * b[i];
-  }
-  if (a.size() != b.size() || aa == 0 || bb == 0) return 0;
-  return ab / std::sqrt(aa * bb);
 }
 
 std::vector<std::string> probe_texts(const Manifest& manifest, const Embedder& embedder,
@@ -166,7 +157,7 @@ std::vector<TowerAccuracy> compare_probes(const ProbeEmbeddings& lowered, const 
     if (!a || !b || a->empty()) return;
     if (a->size() != b->size()) throw Error(std::string("the ") + modality_name(m) + " probes differ in number");
     TowerAccuracy t{m, a->size(), 1};
-    for (size_t i = 0; i < a->size(); ++i) t.min_cosine = std::min(t.min_cosine, cosine((*a)[i], (*b)[i]));
+    for (size_t i = 0; i < a->size(); ++i) t.min_cosine = std::min(t.min_cosine, cosine_similarity((*a)[i], (*b)[i]));
     measured.push_back(t);
   };
   tower(Modality::kImage, lowered.image, fp32.image);
