@@ -9,10 +9,12 @@ all: build
 bootstrap:
 	@./scripts/bootstrap
 
-$(BUILD)/CMakeCache.txt:
+# Configures whenever the generated Makefile is missing: a configure that failed leaves a
+# CMakeCache.txt behind but no Makefile, so a rerun configures again.
+$(BUILD)/Makefile:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DMMINFER_WERROR=ON >/dev/null
 
-build: bootstrap $(BUILD)/CMakeCache.txt
+build: bootstrap $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
