@@ -17,7 +17,9 @@ namespace mminfer {
 enum class InterOp { kAuto, kOff, kOn };
 
 struct SessionOptions {
-  int threads = 0;           // 0: all cores
+  // Threads this session's runs use (its own count: other sessions in the process keep theirs).
+  // 0: all cores.
+  int threads = 0;
   int opt_level = 2;         // 0: as written; 1: folding and clean-up; 2: also fusions
   std::string profile_path;  // non-empty: write a Chrome trace here when the session ends
   bool profile = false;      // time every node (implied by profile_path); see Session::op_times
@@ -34,6 +36,11 @@ struct SessionOptions {
   std::vector<std::string> observe;
   std::string observe_model;
   std::function<void(const std::string& value, const Tensor& tensor)> observer;
+  // How many runs of this session may execute at once when several threads call run(). Each
+  // concurrent run needs its own copy of the kernels (packed weights included), made on first
+  // need, so memory grows with this number; 1 (the default) runs calls one after another.
+  // Profiled sessions always run one at a time.
+  int max_concurrent_runs = 1;
 };
 
 // Time spent in one op type over the runs profiled so far.
@@ -53,6 +60,10 @@ struct ValueInfo {
 
 using NamedTensor = std::pair<std::string, Tensor>;
 
+// Thread safety: every method may be called from several threads at once. Calls to run() on one
+// session execute up to SessionOptions::max_concurrent_runs at a time; the others wait their
+// turn (one at a time by default). Loaded sessions are independent: separate sessions run in
+// parallel from separate threads, each with its own thread count.
 class Session {
  public:
   virtual ~Session() = default;
@@ -65,6 +76,13 @@ class Session {
   virtual const std::vector<ValueInfo>& outputs() const = 0;
   // Outputs come back in the order of outputs().
   virtual Status run(const std::vector<NamedTensor>& inputs, std::vector<Tensor>* outputs) = 0;
+  // Only the outputs named, in that order (empty: all, in the order of outputs()). A tensor
+  // already defined in *outputs at the position of a name is a caller-provided buffer (for
+  // example Tensor::view over the caller's memory): the result is written into it, and its dtype
+  // and shape must match what the model computes; undefined entries are allocated. An unknown
+  // name or a mismatched buffer is an error and leaves the buffers untouched.
+  virtual Status run(const std::vector<NamedTensor>& inputs, const std::vector<std::string>& output_names,
+                     std::vector<Tensor>* outputs) = 0;
   // Per-op-type totals since the last reset, slowest first (empty unless profiling is on).
   // `reset` starts a new window, e.g. after warm-up runs.
   virtual std::vector<OpTime> op_times(bool reset = false) = 0;

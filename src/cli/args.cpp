@@ -1,5 +1,7 @@
 #include "cli/args.h"
 
+#include "core/parallel.h"
+
 #include "mminfer/status.h"
 
 namespace mminfer::cli {
@@ -130,6 +132,12 @@ std::vector<std::string> outputs_flag(const Args& args) {
     start = comma + 1;
   }
   return names;
+}
+
+int threads_flag(const Args& args) {
+  int threads = args.get_int("--threads", 0);
+  set_num_threads(threads);
+  return threads;
 }
 
 InterOp inter_op_flag(const Args& args) {

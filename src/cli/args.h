@@ -30,6 +30,10 @@ class Args {
   std::vector<std::pair<std::string, std::string>> in_order_;
 };
 
+// --threads N (0, all cores, when absent). Also made the process default: a command is one
+// user's intent, so its preprocessing and the figures it prints follow the same count.
+int threads_flag(const Args& args);
+
 // --inter-op auto|off|on (auto when absent); throws Error on anything else.
 InterOp inter_op_flag(const Args& args);
 

@@ -52,7 +52,7 @@ int cmd_bench(int argc, char** argv) {
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions opts;
-  opts.threads = args.get_int("--threads", 0);
+  opts.threads = threads_flag(args);
   opts.opt_level = args.get_int("--opt-level", 2);
   opts.inter_op = inter_op_flag(args);
   opts.profile_path = args.get("--profile");

@@ -46,7 +46,7 @@ int cmd_classify(int argc, char** argv) {
   }
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "' (images take --image)");
   SessionOptions session;
-  session.threads = args.get_int("--threads", 0);
+  session.threads = threads_flag(args);
   pipelines::Manifest manifest = pipelines::read_manifest(args.get("--pipeline"));
   if (manifest.type != pipelines::PipelineType::kClip)
     throw Error("classify needs a clip pipeline; " + manifest.path + " is type '" + pipelines::type_name(manifest.type) + "'");

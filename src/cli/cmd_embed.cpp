@@ -85,7 +85,7 @@ int cmd_embed(int argc, char** argv) {
   }
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "' (inputs take --image, --text, ...)");
   SessionOptions session;
-  session.threads = args.get_int("--threads", 0);
+  session.threads = threads_flag(args);
   std::string dir = args.get("--pipeline");
   pipelines::Manifest manifest = pipelines::read_manifest(dir);
   std::unique_ptr<pipelines::Embedder> embedder = pipelines::open_embedder(manifest, session);

@@ -53,7 +53,7 @@ int cmd_ocr(int argc, char** argv) {
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
-  session.threads = args.get_int("--threads", 0);
+  session.threads = threads_flag(args);
   session.precision = precision_flags(args);
   if (args.has("--pipeline") && args.has("--models")) throw Error("give --pipeline or --models (the same thing), not both");
   std::string dir = args.get("--pipeline", args.get("--models", "models/ppocr"));

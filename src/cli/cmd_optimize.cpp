@@ -96,7 +96,7 @@ int cmd_optimize(int argc, char** argv) {
   bool any = false;
   for (Precision p : policy.by_modality) any = any || p == Precision::kInt8 || p == Precision::kFp16;
   if (!any) throw Error("--precision puts nothing in INT8 or FP16; optimize writes those layers only");
-  int threads = args.get_int("--threads", 0);
+  int threads = threads_flag(args);
 
   onnx::ModelProto model = read_model(in);
   const bool calibrated = args.has("--calib");

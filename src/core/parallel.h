@@ -6,8 +6,25 @@
 
 namespace mminfer {
 
-void set_num_threads(int n);  // 0: all cores
+// The process-wide default (0: all cores), used where no ThreadScope is open.
+void set_num_threads(int n);
+// The count in force on the calling thread: its innermost ThreadScope's, else the default.
 int num_threads();
+
+// For its lifetime, work started from the calling thread (our kernels and oneDNN's, which read
+// OpenMP's per-thread setting) uses `n` threads (0: the process default). Each Session opens
+// one around its work, so sessions with different counts do not disturb each other.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int n);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int previous_;
+  int previous_omp_;
+};
 
 // Calls fn(begin, end) over [0, n) split into at most num_threads() contiguous chunks.
 // Runs inline when the work is small (n < 2 * grain) or already inside a parallel region.

@@ -2,6 +2,8 @@
 #include "mminfer/session.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -42,7 +44,7 @@ class SessionImpl final : public Session {
  public:
   SessionImpl(onnx_io::LoadedModel model, const SessionOptions& options, const std::string& path)
       : options_(options) {
-    set_num_threads(options.threads);
+    ThreadScope threads(options.threads);  // kernels may size their packing by the thread count
     ir::Graph& g = model.graph;
     if (!options.outputs.empty()) ir::keep_outputs(g, options.outputs);
     for (int v : g.inputs) inputs_.push_back(info_of(g.values[v]));
@@ -68,8 +70,11 @@ class SessionImpl final : public Session {
     ctx.precision = options.precision;
     ctx.native_bf16 = kernels::Bf16Gemm::native();
     passes::optimize(model.graph, ctx);
-    executor_ = std::make_unique<runtime::Executor>(std::move(model.graph), options.inter_op);
     if (options.profile || !options.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();
+    max_executors_ = profiler_ ? 1 : std::max(1, options.max_concurrent_runs);
+    if (max_executors_ > 1) graph_ = model.graph;  // a copy for the executors made later
+    idle_.push_back(std::make_unique<runtime::Executor>(std::move(model.graph), options.inter_op));
+    executors_made_ = 1;
   }
   ~SessionImpl() override {
     if (profiler_ && !options_.profile_path.empty()) {
@@ -82,9 +87,10 @@ class SessionImpl final : public Session {
   }
 
   std::vector<OpTime> op_times(bool reset) override {
-    std::lock_guard<std::mutex> lock(mutex_);
     std::vector<OpTime> out;
     if (!profiler_) return out;
+    ExecutorLease quiet(*this);  // a profiled session has one executor: holding it keeps runs out
+    std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& t : profiler_->totals(window_start_))
       out.push_back({t.op_type, static_cast<double>(t.total_us) / 1000.0, t.calls});
     if (reset) window_start_ = profiler_->events().size();
@@ -99,16 +105,98 @@ class SessionImpl final : public Session {
     return s.is_ok() ? s : Status::error(one_line(s.message()));  // names from the file may hold any bytes
   }
 
+  Status run(const std::vector<NamedTensor>& named, const std::vector<std::string>& output_names,
+             std::vector<Tensor>* outputs) override {
+    Status s = run_selected(named, output_names, outputs);
+    return s.is_ok() ? s : Status::error(one_line(s.message()));
+  }
+
  private:
+  // Hands out an idle executor, makes another while fewer than max_executors_ exist, else waits.
+  class ExecutorLease {
+   public:
+    explicit ExecutorLease(SessionImpl& s) : s_(s) {
+      std::unique_lock<std::mutex> lock(s.mutex_);
+      s.executor_free_.wait(lock, [&] { return !s.idle_.empty() || s.executors_made_ < s.max_executors_; });
+      if (!s.idle_.empty()) {
+        executor_ = std::move(s.idle_.back());
+        s.idle_.pop_back();
+        return;
+      }
+      ++s.executors_made_;
+      lock.unlock();
+      try {
+        executor_ = std::make_unique<runtime::Executor>(s.graph_, s.options_.inter_op);
+      } catch (...) {
+        lock.lock();
+        --s.executors_made_;
+        s.executor_free_.notify_one();
+        throw;
+      }
+    }
+    ~ExecutorLease() {
+      std::lock_guard<std::mutex> lock(s_.mutex_);
+      s_.idle_.push_back(std::move(executor_));
+      s_.executor_free_.notify_one();
+    }
+    runtime::Executor& operator*() { return *executor_; }
+
+   private:
+    SessionImpl& s_;
+    std::unique_ptr<runtime::Executor> executor_;
+  };
+
+  Status run_selected(const std::vector<NamedTensor>& named, const std::vector<std::string>& names,
+                      std::vector<Tensor>* outputs) {
+    if (names.empty() && std::none_of(outputs->begin(), outputs->end(), [](const Tensor& t) { return t.defined(); }))
+      return run_checked(named, outputs);
+    std::vector<size_t> picked;
+    if (names.empty()) {
+      for (size_t i = 0; i < outputs_.size(); ++i) picked.push_back(i);
+    } else {
+      for (const std::string& name : names) {
+        size_t i = 0;
+        while (i < outputs_.size() && outputs_[i].name != name) ++i;
+        if (i == outputs_.size())
+          return Status::error("unknown output '" + name + "' (the model's outputs: " + names_of(outputs_) + ")");
+        picked.push_back(i);
+      }
+    }
+    if (outputs->size() > picked.size())
+      return Status::error(std::to_string(outputs->size()) + " output buffers given for " + std::to_string(picked.size()) +
+                           " outputs");
+    std::vector<Tensor> all;
+    Status s = run_checked(named, &all);
+    if (!s) return s;
+    // Check every caller buffer before writing any, so a mismatch leaves them all untouched.
+    for (size_t k = 0; k < outputs->size(); ++k) {
+      const Tensor& buffer = (*outputs)[k];
+      const Tensor& result = all[picked[k]];
+      if (!buffer.defined()) continue;
+      if (buffer.dtype() != result.dtype() || buffer.shape() != result.shape())
+        return Status::error("output buffer for '" + outputs_[picked[k]].name + "' is " + dtype_name(buffer.dtype()) + " " +
+                             shape_str(buffer.shape()) + ", the model computes " + dtype_name(result.dtype()) + " " +
+                             shape_str(result.shape()));
+      if (buffer.dtype() == DType::kString) return Status::error("output '" + outputs_[picked[k]].name + "' holds strings: "
+                                                                 "pass no buffer for it");
+    }
+    outputs->resize(picked.size());
+    for (size_t k = 0; k < picked.size(); ++k) {
+      Tensor& buffer = (*outputs)[k];
+      if (buffer.defined()) std::memcpy(buffer.raw(), all[picked[k]].raw(), buffer.nbytes());
+      else buffer = std::move(all[picked[k]]);
+    }
+    return Status::ok();
+  }
+
   Status run_checked(const std::vector<NamedTensor>& named, std::vector<Tensor>* outputs) {
-    std::lock_guard<std::mutex> lock(mutex_);  // one run at a time per session
     try {
       std::vector<Tensor> ordered(inputs_.size());
       std::vector<bool> seen(inputs_.size(), false);
       for (const auto& [name, tensor] : named) {
         size_t i = 0;
         while (i < inputs_.size() && inputs_[i].name != name) ++i;
-        if (i == inputs_.size()) return Status::error("unknown input '" + name + "' (the model's inputs: " + input_names() + ")");
+        if (i == inputs_.size()) return Status::error("unknown input '" + name + "' (the model's inputs: " + names_of(inputs_) + ")");
         if (seen[i]) return Status::error("input '" + name + "' given twice");
         seen[i] = true;
         Status s = check_input(inputs_[i], tensor);
@@ -117,7 +205,11 @@ class SessionImpl final : public Session {
       }
       for (size_t i = 0; i < inputs_.size(); ++i)
         if (!seen[i]) return Status::error("missing input '" + inputs_[i].name + "'");
-      *outputs = executor_->run(ordered, profiler_.get());
+      ThreadScope threads(options_.threads);
+      {
+        ExecutorLease executor(*this);
+        *outputs = (*executor).run(ordered, profiler_.get());
+      }
       for (const auto& [name, i] : observed_inputs_) options_.observer(name, ordered[i]);
       for (const auto& [name, i] : observed_) options_.observer(name, (*outputs)[i]);
       outputs->resize(outputs_.size());
@@ -131,9 +223,9 @@ class SessionImpl final : public Session {
     }
   }
 
-  std::string input_names() const {
+  static std::string names_of(const std::vector<ValueInfo>& infos) {
     std::string s;
-    for (auto& i : inputs_) s += (s.empty() ? "" : ", ") + i.name;
+    for (auto& i : infos) s += (s.empty() ? "" : ", ") + i.name;
     return s;
   }
 
@@ -156,10 +248,15 @@ class SessionImpl final : public Session {
   SessionOptions options_;
   std::vector<ValueInfo> inputs_, outputs_;
   std::vector<std::pair<std::string, size_t>> observed_, observed_inputs_;  // name, executor output / input index
-  std::unique_ptr<runtime::Executor> executor_;
   std::unique_ptr<runtime::Profiler> profiler_;
   size_t window_start_ = 0;  // first profiler event counted by op_times
+  // Executors (kernels, plans, arena): one per run in flight, made on first need up to the cap.
+  ir::Graph graph_;  // the optimized graph new executors are made from (kept when the cap is > 1)
+  int max_executors_ = 1;
+  int executors_made_ = 0;
+  std::vector<std::unique_ptr<runtime::Executor>> idle_;
   std::mutex mutex_;
+  std::condition_variable executor_free_;
 };
 
 Status make_session(onnx_io::LoadedModel model, const SessionOptions& options, std::unique_ptr<Session>* out,
