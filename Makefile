@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 
-.PHONY: all bootstrap build run test test-asan bench clean
+.PHONY: all bootstrap build python run test test-asan bench clean
 
 all: build
 
@@ -16,6 +16,10 @@ $(BUILD)/Makefile:
 
 build: bootstrap $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The Python module is part of the build: it lands in $(BUILD)/python/mminfer.
+python: build
+	@echo "mminfer for Python: PYTHONPATH=$(BUILD)/python /usr/bin/python3 -c 'import mminfer'"
 
 run: build
 	@./scripts/run-demo
