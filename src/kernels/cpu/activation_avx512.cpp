@@ -17,9 +17,4 @@ void apply_activation_avx512(const Activation& act, float* y, int64_t n) {
   });
 }
 
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-
 }  // namespace mminfer::kernels

@@ -18,10 +18,9 @@ void visit_activation_avx2(const Activation& act, Fn&& fn);
 // In place over an array.
 void apply_activation_avx2(const Activation& act, float* y, int64_t n);
 
-// The same with 512-bit vectors; call only when has_avx512() (activation_avx512.cpp is built
-// with -mavx512f).
+// The same with 512-bit vectors; call only when cpu_features().avx512f (activation_avx512.cpp is
+// built with -mavx512f).
 void apply_activation_avx512(const Activation& act, float* y, int64_t n);
-bool has_avx512();
 
 template <typename Fn>
 void visit_activation_avx2(const Activation& act, Fn&& fn) {

@@ -22,9 +22,8 @@ struct Problem {
 constexpr int kBlockRows = 6;  // query rows per tile: 6 rows x 16 keys fill 12 of 16 ymm registers
 void run_avx2(const Problem& p, float* scratch);  // scratch: kBlockRows * sk floats
 void run_reference(const Problem& p);
-// The same with 512-bit tiles; only where the CPU has AVX-512F (see has_avx512).
+// The same with 512-bit tiles; only when cpu_features().avx512f.
 void run_avx512(const Problem& p, float* scratch);
-bool has_avx512();
 
 // Shared by the ISA variants. For query rows [i0, i0 + rows): the keys any of them can see
 // (seen) and the keys their probabilities cover (used: all keys for a row that sees none).

@@ -120,9 +120,4 @@ void run_avx512(const Problem& p, float* scratch) {
   for_each_block(p.sq, [&]<int R>(int64_t i0) { block<R>(p, i0, scratch); });
 }
 
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-
 }  // namespace mminfer::kernels::attention

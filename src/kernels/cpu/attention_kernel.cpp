@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "core/cpu_features.h"
 #include "core/parallel.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/registry.h"
@@ -160,7 +161,7 @@ class AttentionKernel final : public Kernel {
     // layouts are packed per (batch, head) into scratch, which stays in cache.
     bool pack_q = q.stride[r - 1] != 1, pack_k = kv.stride[r - 1] != 1, pack_v = vv.stride[r - 1] != 1;
     bool pack_o = ov.stride[r - 1] != 1, pack_m = mask_t && mstride[r - 1] == 0 && sk > 1;
-    const bool avx512 = attention::has_avx512();
+    const bool avx512 = cpu_features().avx512f;
     parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> scratch(static_cast<size_t>(attention::kBlockRows * sk));
       std::vector<float> qbuf(pack_q ? sq * d : 0), kbuf(pack_k ? d * sk : 0), vbuf(pack_v ? sk * dv : 0);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "core/parallel.h"
 #include "kernels/cpu/kernel.h"
 
@@ -14,8 +15,12 @@ using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
 bool Bf16Gemm::native() {
-  static const bool yes = __builtin_cpu_supports("avx512bf16");
-  return yes;
+  return cpu_features().avx512_bf16;
+}
+
+bool Bf16Gemm::supported() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
 }
 
 uint16_t Bf16Gemm::round(float x) {

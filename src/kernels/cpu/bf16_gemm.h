@@ -21,8 +21,11 @@ class Bf16Gemm final : public PackedGemm {
   int64_t K() const override { return K_; }
   int64_t N() const override { return N_; }
 
-  // Whether this CPU multiplies bfloat16 natively (AVX512_BF16).
+  // Whether this CPU multiplies bfloat16 natively (AVX512_BF16, within the MMINFER_ISA cap).
   static bool native();
+  // Whether oneDNN 2.6 has a bf16 matmul here at all: from AVX-512 (core) up, emulated below
+  // AVX512_BF16; below AVX-512 it refuses to create one.
+  static bool supported();
   // float -> bfloat16 bits, rounded to nearest even (NaN stays NaN): what run() does to A and W.
   static uint16_t round(float x);
 

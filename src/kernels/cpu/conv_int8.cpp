@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "core/cpu_features.h"
 #include "core/parallel.h"
 #include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/int8_epilogue.h"
@@ -37,16 +38,7 @@ void grow(std::vector<T>& v, int64_t n) {
 
 }  // namespace
 
-int Int8Conv::weight_limit() {
-  static const int limit = [] {
-    auto isa = dnnl::get_effective_cpu_isa();
-    using ci = dnnl::cpu_isa;
-    bool vnni = isa == ci::avx2_vnni || isa == ci::avx512_core_vnni || isa == ci::avx512_core_bf16 ||
-                isa == ci::avx512_core_amx;
-    return vnni ? 127 : 63;
-  }();
-  return limit;
-}
+int Int8Conv::weight_limit() { return cpu_features().vnni() ? 127 : 63; }
 
 Int8Conv::Int8Conv(const Tensor& w, int64_t groups, const Activation& act, bool channels_last, const StaticRange* range)
     : G_(groups), w_shape_(w.shape()), act_(act), channels_last_(channels_last) {
@@ -224,7 +216,7 @@ void Int8Conv::run(const ConvGeometry& g, const float* x, const float* bias, con
       strm.wait();
       if (bias) bias_.assign(bias, bias + OC_);
       const Int8Columns cols{w_sum_.data(), w_scale_.data(), bias_.data(), act_};
-      auto finish = has_avx512() ? finish_int8_row_avx512 : finish_int8_row_avx2;
+      auto finish = cpu_features().avx512f ? finish_int8_row_avx512 : finish_int8_row_avx2;
       parallel_for(rows, std::max<int64_t>(1, 8192 / OC_), [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)
           finish(cols, acc + r * OC_, OC_, p.zero_point, p.scale, z_nhwc ? z_nhwc + r * OC_ : nullptr, y_nhwc + r * OC_);

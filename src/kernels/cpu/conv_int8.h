@@ -43,7 +43,7 @@ class Int8Conv {
   static bool pays(const ConvGeometry& g, bool dynamic_range);
   bool dynamic_range() const { return !fixed_; }
   // Largest weight magnitude: 127 where oneDNN multiplies with VNNI, else 63 (vpmaddubsw's int16
-  // pair sums would saturate). Asks oneDNN, so DNNL_MAX_CPU_ISA is honoured.
+  // pair sums would saturate). cpu_features() and oneDNN agree on VNNI (dnnl_isa.h).
   static int weight_limit();
 
   // Y = act(conv(X, W) + bias + Z). bias ([OC]) and z (stored like Y) may be null.

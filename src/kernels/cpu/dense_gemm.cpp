@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/parallel.h"
+#include "kernels/cpu/dnnl_isa.h"
 #include "kernels/cpu/kernel.h"
 
 namespace mminfer::kernels {
@@ -19,6 +20,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float al
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
     return;
   }
+  cap_dnnl_isa();  // sgemm needs no engine, so it is a first use of oneDNN of its own
   dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (st != dnnl_success) fail("oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)));
 }

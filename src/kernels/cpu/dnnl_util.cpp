@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/weight_memory.h"
+#include "kernels/cpu/dnnl_isa.h"
 #include "kernels/cpu/kernel.h"
 
 namespace mminfer::kernels {
@@ -11,7 +12,10 @@ namespace mminfer::kernels {
 using tag = dnnl::memory::format_tag;
 
 dnnl::engine& dnnl_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine engine = [] {
+    cap_dnnl_isa();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return engine;
 }
 

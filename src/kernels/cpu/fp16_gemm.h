@@ -13,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/dense_gemm.h"
 
@@ -23,7 +24,7 @@ class Fp16Gemm final : public PackedGemm {
   // Same arguments as ConstWeightGemm. Throws (fail) when !representable(). `wide`: the 512-bit
   // kernels (the default where the CPU has AVX-512F; tests pass false to check the AVX2 ones).
   Fp16Gemm(const float* w, int64_t K, int64_t N, bool w_transposed, float alpha, const float* bias, Activation act,
-           bool wide = has_avx512());
+           bool wide = cpu_features().avx512f);
   void run(const float* a, int64_t M, float* y, const float* residual = nullptr) override;
   // The same computation as plain loops over the stored halves: the tests' slow twin.
   void run_reference(const float* a, int64_t M, float* y, const float* residual = nullptr) const;

@@ -17,7 +17,7 @@ struct Int8Columns {
   Activation act;
 };
 
-// residual may be null. AVX2; AVX-512 (only when has_avx512()); the plain scalar twin.
+// residual may be null. AVX2; AVX-512 (only when cpu_features().avx512f); the plain scalar twin.
 void finish_int8_row_avx2(const Int8Columns& c, const int32_t* acc, int64_t n, int32_t zp, float a_scale,
                           const float* residual, float* y);
 void finish_int8_row_avx512(const Int8Columns& c, const int32_t* acc, int64_t n, int32_t zp, float a_scale,

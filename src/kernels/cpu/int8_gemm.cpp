@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/cpu_features.h"
 #include "core/parallel.h"
 #include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/int8_epilogue.h"
@@ -17,9 +18,7 @@ using tag = dnnl::memory::format_tag;
 int Int8Gemm::weight_limit() {
   // Without VNNI, oneDNN multiplies u8·s8 with vpmaddubsw, whose int16 pair sums saturate
   // above 32767: 255 · 63 · 2 stays below, 255 · 127 · 2 does not.
-  static const int limit =
-      __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni") ? 127 : 63;
-  return limit;
+  return cpu_features().vnni() ? 127 : 63;
 }
 
 Int8Gemm::Int8Gemm(const float* w, int64_t K, int64_t N, bool w_transposed, float alpha, const float* bias,
@@ -105,7 +104,7 @@ void Int8Gemm::run(const float* a, int64_t M, float* y, const float* residual) {
     fail_dnnl("int8 matmul", e);
   }
   const Int8Columns cols{w_sum_.data(), w_scale_.data(), bias_.data(), act_};
-  auto finish = has_avx512() ? finish_int8_row_avx512 : finish_int8_row_avx2;
+  auto finish = cpu_features().avx512f ? finish_int8_row_avx512 : finish_int8_row_avx2;
   parallel_for(M, std::max<int64_t>(1, 8192 / N_), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       finish(cols, acc + r * N_, N_, a_zero_[r], a_scale_[r], residual ? residual + r * N_ : nullptr, y + r * N_);

@@ -1,5 +1,5 @@
 // Which packed GEMM a MatMul/Gemm node with constant weights gets: its `precision` attribute
-// decides between FP32, BF16 and dynamic INT8.
+// decides between FP32, FP16, BF16 and dynamic INT8.
 #include <cmath>
 
 #include "kernels/cpu/bf16_gemm.h"
@@ -36,7 +36,10 @@ std::unique_ptr<PackedGemm> make_packed_gemm(const KernelSpec& spec, const float
     return std::make_unique<Int8Gemm>(w, K, N, w_transposed, alpha, bias, act, granularity == "per_tensor",
                                       range ? &*range : nullptr);
   }
-  if (precision == "bf16") return std::make_unique<Bf16Gemm>(w, K, N, w_transposed, alpha, bias, act);
+  // Where oneDNN has no bf16 matmul the node stays FP32 (the precision pass never asks for BF16
+  // there; a model that carries the attribute still runs).
+  if (precision == "bf16" && Bf16Gemm::supported())
+    return std::make_unique<Bf16Gemm>(w, K, N, w_transposed, alpha, bias, act);
   // Weights beyond the half range stay FP32 rather than turn into infinities.
   if (precision == "fp16" && Fp16Gemm::representable(w, K * N, alpha))
     return std::make_unique<Fp16Gemm>(w, K, N, w_transposed, alpha, bias, act);
