@@ -3,7 +3,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "kernels/cpu/registry.h"
+#include "kernels/cpu/common/registry.h"
 #include "runtime/executor.h"
 
 namespace mminfer::runtime {

@@ -1,6 +1,6 @@
 #include "runtime/node_kernel.h"
 
-#include "kernels/cpu/registry.h"
+#include "kernels/cpu/common/registry.h"
 
 namespace mminfer::runtime {
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "kernels/cpu/kernel.h"
+#include "kernels/cpu/common/kernel.h"
 
 namespace mminfer::runtime {
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/nn/attention.h"
 
 #include <gtest/gtest.h>
 

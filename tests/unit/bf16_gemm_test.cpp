@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "kernel_run.h"
-#include "kernels/cpu/bf16_gemm.h"
-#include "kernels/cpu/dense_gemm.h"
+#include "kernels/cpu/gemm/bf16_gemm.h"
+#include "kernels/cpu/gemm/dense_gemm.h"
 
 namespace {
 

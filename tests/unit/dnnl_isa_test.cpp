@@ -1,14 +1,14 @@
 // oneDNN runs at the level cpu_features() reports, so both sides agree on VNNI (the INT8 weight
 // range depends on it) and on AVX-512, under any MMINFER_ISA.
-#include "kernels/cpu/dnnl_isa.h"
+#include "kernels/cpu/gemm/dnnl_isa.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
-#include "kernels/cpu/conv_int8.h"
-#include "kernels/cpu/int8_gemm.h"
+#include "kernels/cpu/quantization/conv_int8.h"
+#include "kernels/cpu/quantization/int8_gemm.h"
 
 namespace {
 

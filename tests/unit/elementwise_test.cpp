@@ -8,11 +8,11 @@
 #include <limits>
 #include <random>
 
-#include "kernels/cpu/activation_ops.h"
-#include "kernels/cpu/binary_ops.h"
-#include "kernels/cpu/broadcast.h"
-#include "kernels/cpu/registry.h"
-#include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/common/broadcast.h"
+#include "kernels/cpu/common/registry.h"
+#include "kernels/cpu/common/vector_math.h"
+#include "kernels/cpu/math/binary_ops.h"
+#include "kernels/cpu/nn/activation_ops.h"
 
 namespace {
 

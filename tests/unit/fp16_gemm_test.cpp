@@ -10,7 +10,7 @@
 
 #include "core/half.h"
 #include "kernel_run.h"
-#include "kernels/cpu/fp16_gemm.h"
+#include "kernels/cpu/gemm/fp16_gemm.h"
 
 namespace {
 

@@ -17,8 +17,8 @@
 
 #include "core/parallel.h"
 #include "kernel_run.h"
-#include "kernels/cpu/conv_int8.h"
-#include "kernels/cpu/registry.h"
+#include "kernels/cpu/common/registry.h"
+#include "kernels/cpu/quantization/conv_int8.h"
 
 namespace {
 

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "core/cpu_features.h"
-#include "kernels/cpu/activation_simd.h"
-#include "kernels/cpu/dense_gemm.h"
-#include "kernels/cpu/int8_epilogue.h"
-#include "kernels/cpu/int8_gemm.h"
-#include "kernels/cpu/quantize_rows.h"
 #include "kernel_run.h"
-#include "kernels/cpu/registry.h"
+#include "kernels/cpu/common/registry.h"
+#include "kernels/cpu/gemm/activation_simd.h"
+#include "kernels/cpu/gemm/dense_gemm.h"
+#include "kernels/cpu/quantization/int8_epilogue.h"
+#include "kernels/cpu/quantization/int8_gemm.h"
+#include "kernels/cpu/quantization/quantize_rows.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/registry.h"
+#include "kernels/cpu/common/registry.h"
 
 namespace mminfer::testing {
 

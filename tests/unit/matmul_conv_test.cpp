@@ -5,8 +5,8 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/cpu/epilogue.h"
-#include "kernels/cpu/registry.h"
+#include "kernels/cpu/common/registry.h"
+#include "kernels/cpu/gemm/epilogue.h"
 
 namespace {
 

@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/reduce_simd.h"
-#include "kernels/cpu/registry.h"
-#include "kernels/cpu/softmax_simd.h"
+#include "kernels/cpu/common/registry.h"
+#include "kernels/cpu/math/reduce_simd.h"
+#include "kernels/cpu/math/softmax_simd.h"
 
 namespace rs = mminfer::kernels::reduce_simd;
 namespace sm = mminfer::kernels::softmax_simd;

@@ -8,8 +8,8 @@
 #include <numeric>
 #include <random>
 
-#include "kernels/cpu/registry.h"
-#include "kernels/cpu/strided_copy.h"
+#include "kernels/cpu/common/registry.h"
+#include "kernels/cpu/common/strided_copy.h"
 
 namespace mminfer::kernels {
 namespace {
