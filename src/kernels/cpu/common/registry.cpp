@@ -1,31 +1,9 @@
 #include "kernels/cpu/common/registry.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace mminfer::kernels {
-
-// One line per kernel file: each registers its op family.
-void register_elementwise_unary(Registry&);
-void register_elementwise_binary(Registry&);
-void register_activations(Registry&);
-void register_cast(Registry&);
-void register_shape_ops(Registry&);
-void register_gather_scatter(Registry&);
-void register_slice_concat(Registry&);
-void register_generators(Registry&);
-void register_reductions(Registry&);
-void register_softmax(Registry&);
-void register_normalization(Registry&);
-void register_matmul(Registry&);
-void register_conv(Registry&);
-void register_pooling(Registry&);
-void register_resize(Registry&);
-void register_quantize(Registry&);
-void register_non_max_suppression(Registry&);
-void register_det(Registry&);
-void register_signal(Registry&);
-void register_recurrent(Registry&);
-void register_attention(Registry&);
 
 const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16};
 const std::vector<DType> kNumericTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kInt64,
@@ -36,58 +14,37 @@ const std::vector<DType> kAllTypes = {DType::kFloat32, DType::kFloat64, DType::k
                                       DType::kUint16,  DType::kUint32,  DType::kUint64,  DType::kBool,
                                       DType::kBFloat16};
 
-Registry::Registry() {
-  register_elementwise_unary(*this);
-  register_elementwise_binary(*this);
-  register_activations(*this);
-  register_cast(*this);
-  register_shape_ops(*this);
-  register_gather_scatter(*this);
-  register_slice_concat(*this);
-  register_generators(*this);
-  register_reductions(*this);
-  register_softmax(*this);
-  register_normalization(*this);
-  register_matmul(*this);
-  register_conv(*this);
-  register_pooling(*this);
-  register_resize(*this);
-  register_quantize(*this);
-  register_non_max_suppression(*this);
-  register_det(*this);
-  register_signal(*this);
-  register_recurrent(*this);
-  register_attention(*this);
-}
-
-Registry& Registry::instance() {
-  static Registry r;
-  return r;
-}
-
-void Registry::add(KernelDef def) {
-  auto key = std::make_pair(def.domain, def.op);
-  defs_[key].push_back(std::move(def));
+void Registry::add(KernelDef def, KernelTraits traits) {
+  Op& op = ops_[{def.domain, def.op}];
+  if (!op.defs.empty() && !(op.traits == traits))
+    throw std::logic_error("kernel registry: " + def.op + " registered with two different sets of traits");
+  op.traits = traits;
+  op.defs.push_back(std::move(def));
 }
 
 bool Registry::has_op(const std::string& domain, const std::string& op) const {
-  return defs_.count({domain, op}) != 0;
+  return ops_.count({domain, op}) != 0;
+}
+
+const KernelTraits* Registry::traits(const std::string& domain, const std::string& op) const {
+  auto it = ops_.find({domain, op});
+  return it == ops_.end() ? nullptr : &it->second.traits;
 }
 
 std::vector<std::string> Registry::ops() const {
   std::vector<std::string> out;
-  for (auto& [k, v] : defs_) out.push_back(k.first.empty() ? k.second : k.first + "::" + k.second);
+  for (auto& [k, v] : ops_) out.push_back(k.first.empty() ? k.second : k.first + "::" + k.second);
   return out;
 }
 
 std::unique_ptr<Kernel> Registry::create(const KernelSpec& spec) const {
   std::string where = "node '" + spec.name + "' (" + (spec.domain.empty() ? "" : spec.domain + "::") + spec.op_type +
                       ", opset " + std::to_string(spec.opset) + ")";
-  auto it = defs_.find({spec.domain, spec.op_type});
-  if (it == defs_.end()) throw Error(where + ": operator is not supported");
+  auto it = ops_.find({spec.domain, spec.op_type});
+  if (it == ops_.end()) throw Error(where + ": operator is not supported");
   bool opset_ok = false;
   std::string type_problem;
-  for (const KernelDef& d : it->second) {
+  for (const KernelDef& d : it->second.defs) {
     if (spec.opset < d.since || spec.opset > d.until) continue;
     opset_ok = true;
     if (!d.types.empty() && static_cast<size_t>(d.type_input) < spec.input_dtypes.size()) {

@@ -224,7 +224,8 @@ class EinsumKernel : public Kernel {
 void register_einsum(Registry& r) {
   r.add({"Einsum", "", 12, 1000, 0,
          {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt32, DType::kInt64},
-         [](const KernelSpec& s) { return std::make_unique<EinsumKernel>(s); }});
+         [](const KernelSpec& s) { return std::make_unique<EinsumKernel>(s); }},
+        kHeavy);
 }
 
 }  // namespace mminfer::kernels

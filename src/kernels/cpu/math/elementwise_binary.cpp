@@ -8,9 +8,6 @@
 
 namespace mminfer::kernels {
 
-void register_elementwise_pow(Registry& r);
-void register_elementwise_variadic(Registry& r);
-
 namespace {
 
 // Where(condition, X, Y): a byte-copying kernel, so one body serves every dtype.
@@ -105,8 +102,6 @@ void register_elementwise_binary(Registry& r) {
                   }});
   r.add(KernelDef{"Where", "", 9, 1000, 0, {DType::kBool},
                   [](const KernelSpec&) -> std::unique_ptr<Kernel> { return std::make_unique<WhereKernel>(); }});
-  register_elementwise_pow(r);
-  register_elementwise_variadic(r);
 }
 
 }  // namespace mminfer::kernels

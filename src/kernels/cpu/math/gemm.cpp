@@ -146,7 +146,8 @@ void register_gemm(Registry& r) {
   r.add({"Gemm", "", 1, 1000, 0,
          {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kUint32,
           DType::kUint64},
-         [](const KernelSpec& s) { return std::make_unique<GemmKernel>(s); }});
+         [](const KernelSpec& s) { return std::make_unique<GemmKernel>(s); }},
+        kHeavy);
 }
 
 }  // namespace mminfer::kernels

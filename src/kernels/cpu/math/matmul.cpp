@@ -15,10 +15,6 @@
 
 namespace mminfer::kernels {
 
-void register_gemm(Registry& r);
-void register_matmul_integer(Registry& r);
-void register_einsum(Registry& r);
-
 // Y = A * B for float32 with the batch layout in `s`; `packed` (may be null) holds B, and then
 // Y = A * B + bias + residual with its activation.
 void matmul_f32(const MatMulShape& s, const float* a, const float* b, float* y, PackedGemm* packed,
@@ -188,12 +184,11 @@ const std::vector<DType> kMatMulTypes = {DType::kFloat32, DType::kFloat16, DType
 
 void register_matmul(Registry& r) {
   r.add({"MatMul", "", 1, 1000, 0, kMatMulTypes,
-         [](const KernelSpec& s) { return std::make_unique<MatMulKernel>(s, false); }});
+         [](const KernelSpec& s) { return std::make_unique<MatMulKernel>(s, false); }},
+        kHeavy);
   r.add({"FusedMatMul", "mminfer", 1, 1000, 0, {DType::kFloat32, DType::kFloat16, DType::kBFloat16},
-         [](const KernelSpec& s) { return std::make_unique<MatMulKernel>(s, true); }});
-  register_gemm(r);
-  register_matmul_integer(r);
-  register_einsum(r);
+         [](const KernelSpec& s) { return std::make_unique<MatMulKernel>(s, true); }},
+        {.foldable = false, .heavy = true});
 }
 
 }  // namespace mminfer::kernels

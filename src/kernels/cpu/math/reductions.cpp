@@ -12,8 +12,6 @@
 
 namespace mminfer::kernels {
 
-void register_argminmax(Registry& r);  // argminmax.cpp
-
 namespace {
 
 using reduce_simd::ReduceKind;
@@ -179,7 +177,6 @@ void register_reductions(Registry& r) {
   add_reduce(r, "ReduceLogSum", ReduceKind::kLogSum, 18, numeric);
   add_reduce(r, "ReduceLogSumExp", ReduceKind::kLogSumExp, 18, numeric);
   add_reduce(r, "ReduceSumSquare", ReduceKind::kSumSquare, 18, numeric);
-  register_argminmax(r);
 }
 
 }  // namespace mminfer::kernels

@@ -11,8 +11,6 @@
 
 namespace mminfer::kernels {
 
-void register_losses(Registry& r);  // losses.cpp
-
 namespace {
 
 enum class Flavor { kSoftmax, kLogSoftmax, kHardmax };
@@ -122,7 +120,6 @@ void register_softmax(Registry& r) {
   add_softmax(r, "Softmax", Flavor::kSoftmax, floats);
   add_softmax(r, "LogSoftmax", Flavor::kLogSoftmax, floats);
   add_softmax(r, "Hardmax", Flavor::kHardmax, floats);
-  register_losses(r);
 }
 
 }  // namespace mminfer::kernels

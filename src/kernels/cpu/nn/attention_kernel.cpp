@@ -305,7 +305,8 @@ class AttentionKernel final : public Kernel {
 
 void register_attention(Registry& r) {
   r.add({"Attention", "mminfer", 1, 1000, 0, {DType::kFloat32},
-         [](const KernelSpec& s) { return std::make_unique<AttentionKernel>(s); }});
+         [](const KernelSpec& s) { return std::make_unique<AttentionKernel>(s); }},
+        {.foldable = false, .heavy = true});
 }
 
 }  // namespace mminfer::kernels

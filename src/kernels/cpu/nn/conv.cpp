@@ -21,9 +21,6 @@
 
 namespace mminfer::kernels {
 
-void register_conv_transpose(Registry& r);
-void register_conv_integer(Registry& r);
-
 namespace {
 
 using dt = dnnl::memory::data_type;
@@ -246,11 +243,11 @@ const std::vector<DType> kConvTypes = {DType::kFloat32, DType::kFloat16, DType::
 }  // namespace
 
 void register_conv(Registry& r) {
-  r.add({"Conv", "", 1, 1000, 0, kConvTypes, [](const KernelSpec& s) { return std::make_unique<ConvKernel>(s, false); }});
+  r.add({"Conv", "", 1, 1000, 0, kConvTypes, [](const KernelSpec& s) { return std::make_unique<ConvKernel>(s, false); }},
+        kHeavy);
   r.add({"FusedConv", "mminfer", 1, 1000, 0, kConvTypes,
-         [](const KernelSpec& s) { return std::make_unique<ConvKernel>(s, true); }});
-  register_conv_transpose(r);
-  register_conv_integer(r);
+         [](const KernelSpec& s) { return std::make_unique<ConvKernel>(s, true); }},
+        {.foldable = false, .heavy = true});
 }
 
 }  // namespace mminfer::kernels

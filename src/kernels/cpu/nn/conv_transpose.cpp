@@ -205,7 +205,8 @@ class ConvTransposeKernel : public Kernel {
 
 void register_conv_transpose(Registry& r) {
   r.add({"ConvTranspose", "", 1, 1000, 0, {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64},
-         [](const KernelSpec& s) { return std::make_unique<ConvTransposeKernel>(s); }});
+         [](const KernelSpec& s) { return std::make_unique<ConvTransposeKernel>(s); }},
+        kHeavy);
 }
 
 }  // namespace mminfer::kernels

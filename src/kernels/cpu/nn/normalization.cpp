@@ -13,9 +13,6 @@
 
 namespace mminfer::kernels {
 
-void register_batch_norm(Registry& r);   // batch_norm.cpp
-void register_local_norms(Registry& r);  // local_norms.cpp
-
 namespace {
 
 const std::vector<DType> kNormTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16};
@@ -247,8 +244,6 @@ void register_normalization(Registry& r) {
   r.add({"GroupNormalization", "", 18, 1000, 0, kNormTypes, [](const KernelSpec& s) -> std::unique_ptr<Kernel> {
            return std::make_unique<GroupedNormKernel>(s, false);
          }});
-  register_batch_norm(r);
-  register_local_norms(r);
 }
 
 }  // namespace mminfer::kernels

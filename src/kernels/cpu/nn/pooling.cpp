@@ -11,8 +11,6 @@
 
 namespace mminfer::kernels {
 
-void register_roi_pool(Registry& r);
-
 namespace {
 
 Shape pooled_shape(const Shape& x, const PoolParams& p) {
@@ -234,7 +232,6 @@ void register_pooling(Registry& r) {
   r.add({"GlobalAveragePool", "", 1, 1000, 0, float_types, global_pool<PoolKind::kAverage>()});
   r.add({"GlobalLpPool", "", 1, 1000, 0, float_types, global_pool<PoolKind::kLp>()});
   r.add({"MaxUnpool", "", 9, 1000, 0, {}, [](const KernelSpec& s) { return std::make_unique<MaxUnpool>(s); }});
-  register_roi_pool(r);
 }
 
 }  // namespace mminfer::kernels

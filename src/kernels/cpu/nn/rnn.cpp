@@ -227,11 +227,11 @@ class Recurrent final : public Kernel {
 void register_recurrent(Registry& r) {
   const std::vector<DType> float_types = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16};
   r.add({"RNN", "", 7, 1000, 0, float_types,
-         [](const KernelSpec& s) { return std::make_unique<Recurrent>(s, CellKind::kRnn); }});
+         [](const KernelSpec& s) { return std::make_unique<Recurrent>(s, CellKind::kRnn); }}, kHeavy);
   r.add({"GRU", "", 7, 1000, 0, float_types,
-         [](const KernelSpec& s) { return std::make_unique<Recurrent>(s, CellKind::kGru); }});
+         [](const KernelSpec& s) { return std::make_unique<Recurrent>(s, CellKind::kGru); }}, kHeavy);
   r.add({"LSTM", "", 7, 1000, 0, float_types,
-         [](const KernelSpec& s) { return std::make_unique<Recurrent>(s, CellKind::kLstm); }});
+         [](const KernelSpec& s) { return std::make_unique<Recurrent>(s, CellKind::kLstm); }}, kHeavy);
 }
 
 }  // namespace mminfer::kernels

@@ -161,9 +161,9 @@ class QLinearConvKernel : public Kernel {
 
 void register_conv_integer(Registry& r) {
   r.add({"ConvInteger", "", 10, 1000, 0, {DType::kInt8, DType::kUint8},
-         [](const KernelSpec& s) { return std::make_unique<ConvIntegerKernel>(s); }});
+         [](const KernelSpec& s) { return std::make_unique<ConvIntegerKernel>(s); }}, kHeavy);
   r.add({"QLinearConv", "", 10, 1000, 0, {DType::kInt8, DType::kUint8},
-         [](const KernelSpec& s) { return std::make_unique<QLinearConvKernel>(s); }});
+         [](const KernelSpec& s) { return std::make_unique<QLinearConvKernel>(s); }}, kHeavy);
 }
 
 }  // namespace mminfer::kernels

@@ -133,9 +133,9 @@ class QLinearMatMulKernel : public Kernel {
 
 void register_matmul_integer(Registry& r) {
   r.add({"MatMulInteger", "", 10, 1000, 0, {DType::kInt8, DType::kUint8},
-         [](const KernelSpec&) { return std::make_unique<MatMulIntegerKernel>(); }});
+         [](const KernelSpec&) { return std::make_unique<MatMulIntegerKernel>(); }}, kHeavy);
   r.add({"QLinearMatMul", "", 10, 1000, 0, {DType::kInt8, DType::kUint8},
-         [](const KernelSpec&) { return std::make_unique<QLinearMatMulKernel>(); }});
+         [](const KernelSpec&) { return std::make_unique<QLinearMatMulKernel>(); }}, kHeavy);
 }
 
 }  // namespace mminfer::kernels

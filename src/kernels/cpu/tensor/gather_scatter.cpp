@@ -8,11 +8,6 @@
 
 namespace mminfer::kernels {
 
-void register_scatter(Registry& r);      // scatter.cpp
-void register_select_ops(Registry& r);   // select_ops.cpp
-void register_topk(Registry& r);         // topk.cpp
-void register_unique(Registry& r);       // unique.cpp
-
 namespace {
 
 const std::vector<DType> kIndexTypes = {DType::kInt32, DType::kInt64};
@@ -193,10 +188,6 @@ void register_gather_scatter(Registry& r) {
   r.add({"Gather", "", 1, 1000, 1, kIndexTypes, make<GatherKernel>()});
   r.add({"GatherElements", "", 11, 1000, 1, kIndexTypes, make<GatherElementsKernel>()});
   r.add({"GatherND", "", 11, 1000, 1, {DType::kInt64}, make<GatherNDKernel>()});
-  register_scatter(r);
-  register_select_ops(r);
-  register_topk(r);
-  register_unique(r);
 }
 
 }  // namespace mminfer::kernels

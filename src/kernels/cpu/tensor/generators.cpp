@@ -7,8 +7,6 @@
 
 namespace mminfer::kernels {
 
-void register_cumsum(Registry& r);  // cumsum.cpp
-
 namespace {
 
 // Fills n elements of es bytes each with the bytes at `value`.
@@ -165,7 +163,6 @@ void register_generators(Registry& r) {
   r.add({"ConstantOfShape", "", 9, 1000, 0, {DType::kInt64}, make<ConstantOfShapeKernel>()});
   r.add({"Range", "", 11, 1000, 0, kNumericTypes, make<RangeKernel>()});
   r.add({"EyeLike", "", 9, 1000, 0, kAllTypes, make<EyeLikeKernel>()});
-  register_cumsum(r);
 }
 
 }  // namespace mminfer::kernels

@@ -10,8 +10,6 @@
 
 namespace mminfer::kernels {
 
-void register_grid_sample(Registry& r);
-
 namespace {
 
 // One element of dtype `t` holding value v, for the extrapolation fill of nearest resizes.
@@ -215,7 +213,6 @@ class ResizeKernel final : public Kernel {
 void register_resize(Registry& r) {
   r.add({"Resize", "", 10, 1000, 0, {}, [](const KernelSpec& s) { return std::make_unique<ResizeKernel>(s, false); }});
   r.add({"Upsample", "", 7, 9, 0, {}, [](const KernelSpec& s) { return std::make_unique<ResizeKernel>(s, true); }});
-  register_grid_sample(r);
 }
 
 }  // namespace mminfer::kernels

@@ -9,9 +9,6 @@
 
 namespace mminfer::kernels {
 
-void register_transpose_ops(Registry& r);  // transpose.cpp
-void register_expand_tile(Registry& r);    // expand_tile.cpp
-
 // Reshape's target rules: 0 copies the input dim (unless allowzero), one -1 is inferred.
 Shape reshape_target(const Shape& in, const std::vector<int64_t>& target, bool allowzero) {
   Shape out(target.size());
@@ -238,8 +235,6 @@ void register_shape_ops(Registry& r) {
   r.add({"Dropout", "", 1, 1000, 0, kAllTypes, make<DropoutKernel>()});
   r.add({"Shape", "", 1, 1000, 0, {}, make<ShapeKernel>()});
   r.add({"Size", "", 1, 1000, 0, {}, make_plain<SizeKernel>()});
-  register_transpose_ops(r);
-  register_expand_tile(r);
 }
 
 }  // namespace mminfer::kernels

@@ -9,10 +9,6 @@
 
 namespace mminfer::kernels {
 
-void register_pad(Registry& r);               // pad.cpp
-void register_reverse_sequence(Registry& r);  // reverse_sequence.cpp
-void register_trilu(Registry& r);             // trilu.cpp
-
 namespace {
 
 constexpr int64_t kBytesPerTask = 32768;
@@ -254,9 +250,6 @@ void register_slice_concat(Registry& r) {
   r.add({"Slice", "", 1, 1000, 0, kAllTypes, make<SliceKernel>()});
   r.add({"Concat", "", 1, 1000, 0, kAllTypes, make<ConcatKernel>()});
   r.add({"Split", "", 1, 1000, 0, kAllTypes, make<SplitKernel>()});
-  register_pad(r);
-  register_reverse_sequence(r);
-  register_trilu(r);
 }
 
 }  // namespace mminfer::kernels
