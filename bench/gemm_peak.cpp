@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "kernels/cpu/dense_gemm.h"
-#include "kernels/cpu/int8_gemm.h"
-#include "kernels/cpu/quantize_rows.h"
+#include "kernels/cpu/gemm/dense_gemm.h"
+#include "kernels/cpu/quantization/int8_gemm.h"
+#include "kernels/cpu/quantization/quantize_rows.h"
 
 using namespace mminfer;
 using namespace mminfer::kernels;

@@ -3,7 +3,9 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "kernels/cpu/bf16_gemm.h"
+#include "core/cpu_features.h"
+#include "kernels/cpu/gemm/bf16_gemm.h"
+#include "kernels/cpu/gemm/dnnl_isa.h"
 #include "onnx/loader.h"
 #include "passes/pass.h"
 #include "runtime/node_kernel.h"
@@ -36,18 +38,38 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// What the CPU has, what MMINFER_ISA (or ONEDNN_MAX_CPU_ISA) leaves of it, and the paths taken.
+void print_cpu() {
+  const IsaSetting& setting = isa_setting();
+  const CpuFeatures& used = cpu_features();
+  std::printf("cpu: %s\n", cpu_feature_list(detect_cpu_features()).c_str());
+  if (setting.source.empty())
+    std::printf("cap: native (MMINFER_ISA unset)\n");
+  else
+    std::printf("cap: %s (from %s)\n", isa_cap_name(setting.cap), setting.source.c_str());
+  std::printf("in use: %s\n", cpu_feature_list(used).c_str());
+  std::printf("path: %s\n", cpu_isa_name(used).c_str());
+  std::printf("onednn: %s\n", kernels::dnnl_isa_name(kernels::dnnl_effective_isa()));
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-  Args args(argc, argv, 2, with_precision_flags({"--opt-level", "--outputs"}), {"--help", "--optimized"});
-  if (args.has("--help") || args.positional().size() != 1) {
+  Args args(argc, argv, 2, with_precision_flags({"--opt-level", "--outputs"}), {"--help", "--optimized", "--cpu"});
+  bool cpu_only = args.has("--cpu") && args.positional().empty();
+  if (args.has("--help") || (args.positional().size() != 1 && !cpu_only)) {
     std::fputs("usage: mminfer inspect MODEL.onnx [--optimized [--opt-level 0|1|2] [--precision SPEC] [--keep-fp32 REGEX]]\n"
                "                       [--outputs NAME,...]\n"
-               "--optimized lists the nodes as they will run; [int8] / [fp16] / [bf16] mark their precision\n",
+               "       mminfer inspect --cpu\n"
+               "--optimized lists the nodes as they will run; [int8] / [fp16] / [bf16] mark their precision\n"
+               "--cpu prints the CPU's features, the MMINFER_ISA cap (avx2, avx2_vnni, avx512, avx512_vnni,\n"
+               "      avx512_bf16, native) and the paths the kernels and oneDNN take under it\n",
                stderr);
     if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
     return args.has("--help") ? 0 : 2;
   }
+  if (args.has("--cpu")) print_cpu();
+  if (cpu_only) return 0;
   PrecisionPolicy precision = precision_flags(args);
   auto model = onnx_io::load_model_file(args.positional()[0]);
   std::vector<std::string> outputs = outputs_flag(args);

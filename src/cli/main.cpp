@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/huge_pages.h"
+#include "core/cpu_features.h"
 #include "mminfer/status.h"
 
 namespace {
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   }
   std::string cmd = argv[1];
   try {
+    mminfer::cpu_features();  // a bad MMINFER_ISA stops every command here, as one line
     if (cmd == "inspect") return mminfer::cli::cmd_inspect(argc, argv);
     if (cmd == "run") return mminfer::cli::cmd_run(argc, argv);
     if (cmd == "bench") return mminfer::cli::cmd_bench(argc, argv);

@@ -1,27 +1,17 @@
-// Nodes whose inputs are all constants are computed once at load and become constants.
-#include <set>
-
+// Nodes whose inputs are all constants are computed once at load and become constants. Which
+// ops may be is the kernels' fact (KernelTraits::foldable): ctx.evaluate returns nothing for
+// the others.
 #include "passes/pass.h"
 #include "passes/pattern.h"
 
 namespace mminfer::passes {
-
-namespace {
-// Ops whose result must not be frozen: random generators differ per run.
-bool is_foldable(const ir::Node& n) {
-  static const std::set<std::string> kNever = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                                               "RandomUniformLike", "Bernoulli", "Multinomial",
-                                               "If", "Loop", "Scan"};
-  return n.domain.empty() && !kNever.count(n.op_type);
-}
-}  // namespace
 
 bool fold_constants(ir::Graph& g, const PassContext& ctx) {
   if (!ctx.evaluate) return false;
   bool changed = false;
   for (int ni : g.topological_order()) {
     ir::Node& n = g.nodes[ni];
-    if (n.removed || !is_foldable(n)) continue;
+    if (n.removed) continue;
     bool all_const = true;
     for (int in : n.inputs) all_const = all_const && (in < 0 || g.values[in].is_constant);
     if (!all_const) continue;
@@ -36,7 +26,7 @@ bool fold_constants(ir::Graph& g, const PassContext& ctx) {
     }
     size_t bytes = 0;
     for (auto& t : results) bytes += t.nbytes();
-    if (bytes > ctx.max_folded_bytes || results.size() != n.outputs.size()) continue;
+    if (results.empty() || bytes > ctx.max_folded_bytes || results.size() != n.outputs.size()) continue;
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i] < 0) continue;
       make_constant(g.values[n.outputs[i]], results[i]);

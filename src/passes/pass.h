@@ -9,8 +9,9 @@
 
 namespace mminfer::passes {
 
-// Computes a node's outputs from constant inputs. The runtime supplies it, so a pass never
-// touches a kernel itself.
+// Computes a node's outputs from constant inputs, or returns nothing when the node's kernel may
+// not be computed ahead (random generators, control flow, fused ops; no kernel at all). The
+// runtime supplies it, so a pass never touches a kernel or the registry itself.
 using NodeEvaluator = std::function<std::vector<Tensor>(const ir::Graph&, const ir::Node&)>;
 
 struct PassContext {

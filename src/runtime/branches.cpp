@@ -4,6 +4,8 @@
 #include <numeric>
 #include <string>
 
+#include "runtime/kernel_registry.h"
+
 namespace mminfer::runtime {
 
 namespace {
@@ -14,11 +16,8 @@ int find_root(std::vector<int>& parent, int x) {
 }
 
 bool heavy(const ir::Node& n) {
-  static const char* kOps[] = {"MatMul", "Gemm", "Conv", "ConvTranspose", "FusedMatMul", "FusedConv", "Attention",
-                               "Einsum", "MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "LSTM", "GRU", "RNN"};
-  for (const char* op : kOps)
-    if (n.op_type == op) return true;
-  return false;
+  const kernels::KernelTraits* traits = kernel_registry().traits(n.domain, n.op_type);
+  return traits && traits->heavy;
 }
 
 }  // namespace

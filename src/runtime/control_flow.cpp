@@ -1,9 +1,8 @@
 #include "runtime/control_flow.h"
 
 #include <cstring>
-#include <mutex>
 
-#include "kernels/cpu/registry.h"
+#include "kernels/cpu/common/registry.h"
 #include "runtime/executor.h"
 
 namespace mminfer::runtime {
@@ -226,14 +225,13 @@ class ScanKernel final : public kernels::Kernel {
 
 }  // namespace
 
-void register_control_flow() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    auto& r = kernels::Registry::instance();
-    r.add({"If", "", 1, 1000, 0, {}, [](const KernelSpec& s) { return std::make_unique<IfKernel>(s); }});
-    r.add({"Loop", "", 1, 1000, 0, {}, [](const KernelSpec& s) { return std::make_unique<LoopKernel>(s); }});
-    r.add({"Scan", "", 1, 1000, 0, {}, [](const KernelSpec& s) { return std::make_unique<ScanKernel>(s); }});
-  });
+void register_control_flow(kernels::Registry& r) {
+  using kernels::kNotFoldable;
+  r.add({"If", "", 1, 1000, 0, {}, [](const KernelSpec& s) { return std::make_unique<IfKernel>(s); }}, kNotFoldable);
+  r.add({"Loop", "", 1, 1000, 0, {}, [](const KernelSpec& s) { return std::make_unique<LoopKernel>(s); }},
+        kNotFoldable);
+  r.add({"Scan", "", 1, 1000, 0, {}, [](const KernelSpec& s) { return std::make_unique<ScanKernel>(s); }},
+        kNotFoldable);
 }
 
 }  // namespace mminfer::runtime

@@ -7,7 +7,7 @@
 
 #include "core/parallel.h"
 #include "runtime/node_kernel.h"
-#include "runtime/control_flow.h"
+#include "runtime/kernel_registry.h"
 #include "runtime/memory_plan.h"
 
 namespace mminfer::runtime {
@@ -15,7 +15,6 @@ namespace mminfer::runtime {
 using kernels::TensorDesc;
 
 Executor::Executor(ir::Graph graph, InterOp inter_op) : graph_(std::move(graph)), inter_op_(inter_op) {
-  register_control_flow();
   std::vector<int> order = graph_.topological_order();
   branches_ = find_branches(graph_, order);
   for (int ni : order) {
@@ -143,14 +142,11 @@ std::string describe_shapes(const kernels::Inputs& in, const kernels::Outputs& o
 }  // namespace
 
 namespace {
-// Ops whose outputs depend only on input shapes, or that must never be frozen.
+// Ops whose outputs depend only on input shapes, or that must never be frozen (KernelTraits).
 bool reads_only_shape(const ir::Node& n) { return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size"); }
 bool never_freeze(const ir::Node& n) {
-  static const char* kOps[] = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                               "Bernoulli", "Multinomial", "If", "Loop", "Scan"};
-  for (const char* op : kOps)
-    if (n.op_type == op) return true;
-  return !n.domain.empty();
+  const kernels::KernelTraits* traits = kernel_registry().traits(n.domain, n.op_type);
+  return !traits || !traits->foldable;
 }
 // Shape-derived values larger than this are recomputed each run rather than stored.
 constexpr size_t kMaxFrozenBytes = size_t(1) << 20;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "kernels/cpu/kernel.h"
+#include "kernels/cpu/common/kernel.h"
 #include "mminfer/session.h"
 #include "runtime/branches.h"
 #include "runtime/profiler.h"

@@ -1,6 +1,6 @@
 #include "runtime/node_kernel.h"
 
-#include "kernels/cpu/registry.h"
+#include "runtime/kernel_registry.h"
 
 namespace mminfer::runtime {
 
@@ -22,10 +22,12 @@ kernels::KernelSpec make_kernel_spec(const ir::Graph& graph, const ir::Node& nod
 }
 
 std::unique_ptr<kernels::Kernel> create_kernel(const ir::Graph& graph, const ir::Node& node) {
-  return kernels::Registry::instance().create(make_kernel_spec(graph, node));
+  return kernel_registry().create(make_kernel_spec(graph, node));
 }
 
 std::vector<Tensor> evaluate_node(const ir::Graph& graph, const ir::Node& node) {
+  const kernels::KernelTraits* traits = kernel_registry().traits(node.domain, node.op_type);
+  if (!traits || !traits->foldable) return {};
   auto kernel = create_kernel(graph, node);
   kernels::Inputs in;
   for (int v : node.inputs) in.push_back(v >= 0 ? &graph.values[v].constant : nullptr);

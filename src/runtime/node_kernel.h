@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "kernels/cpu/kernel.h"
+#include "kernels/cpu/common/kernel.h"
 
 namespace mminfer::runtime {
 
@@ -12,7 +12,8 @@ namespace mminfer::runtime {
 kernels::KernelSpec make_kernel_spec(const ir::Graph& graph, const ir::Node& node);
 std::unique_ptr<kernels::Kernel> create_kernel(const ir::Graph& graph, const ir::Node& node);
 
-// Runs a node whose inputs are all constants; returns its outputs (owning their bytes).
+// Runs a node whose inputs are all constants; returns its outputs (owning their bytes), or
+// nothing when its kernel may not be computed ahead (KernelTraits::foldable) or there is none.
 std::vector<Tensor> evaluate_node(const ir::Graph& graph, const ir::Node& node);
 
 }  // namespace mminfer::runtime

@@ -11,7 +11,7 @@
 
 #include "core/one_line.h"
 #include "core/parallel.h"
-#include "kernels/cpu/bf16_gemm.h"
+#include "kernels/cpu/gemm/bf16_gemm.h"
 #include "onnx/loader.h"
 #include "passes/pass.h"
 #include "runtime/node_kernel.h"

@@ -1,4 +1,4 @@
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/nn/attention.h"
 
 #include <gtest/gtest.h>
 
@@ -6,6 +6,8 @@
 #include <limits>
 #include <random>
 #include <vector>
+
+#include "core/cpu_features.h"
 
 namespace att = mminfer::kernels::attention;
 
@@ -32,7 +34,7 @@ void check(const Case& c, bool all_masked_row = false) {
   p.out = ref.data();
   att::run_reference(p);
   for (size_t i = 0; i < fast.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 2e-5f * (1 + std::fabs(ref[i]))) << i;
-  if (att::has_avx512()) {  // the 512-bit tiles, on CPUs that have them
+  if (mminfer::cpu_features().avx512f) {  // the 512-bit tiles, on CPUs that have them
     std::vector<float> wide(fast.size(), 3.f);
     p.out = wide.data();
     att::run_avx512(p, scratch.data());
@@ -103,7 +105,7 @@ TEST(Attention, KeysTheMaskRulesOutAtTheEndAreSkippedExactly) {
   };
   att::run_avx2(p, scratch.data());
   expect_near_want("avx2");
-  if (att::has_avx512()) {
+  if (mminfer::cpu_features().avx512f) {
     att::run_avx512(p, scratch.data());
     expect_near_want("avx512");
   }

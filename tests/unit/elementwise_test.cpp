@@ -8,11 +8,11 @@
 #include <limits>
 #include <random>
 
-#include "kernels/cpu/activation_ops.h"
-#include "kernels/cpu/binary_ops.h"
-#include "kernels/cpu/broadcast.h"
-#include "kernels/cpu/registry.h"
-#include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/common/broadcast.h"
+#include "kernels/cpu/common/vector_math.h"
+#include "kernels/cpu/math/binary_ops.h"
+#include "kernels/cpu/nn/activation_ops.h"
+#include "runtime/kernel_registry.h"
 
 namespace {
 
@@ -216,7 +216,7 @@ struct KernelRun {
       spec.constant_inputs.push_back(nullptr);
       in.push_back(t.defined() ? &t : nullptr);
     }
-    auto k = Registry::instance().create(spec);
+    auto k = runtime::kernel_registry().create(spec);
     std::vector<TensorDesc> descs(num_outputs);
     k->infer(in, descs);
     std::vector<Tensor> outs;

@@ -10,7 +10,7 @@
 
 #include "core/half.h"
 #include "kernel_run.h"
-#include "kernels/cpu/fp16_gemm.h"
+#include "kernels/cpu/gemm/fp16_gemm.h"
 
 namespace {
 
@@ -33,7 +33,7 @@ TEST(Fp16Gemm, MatchesPlainLoopsOnOddShapesBothWidths) {
                         {12, 256, 32},       {25, 513, 70, false, 2.f, false, 2, "Gelu"},
                         {50, 768, 96, true, 1.f, true, 1, "Silu"}, {7, 64, 17, false, 1.f, true, 2, "Tanh"}};
   std::vector<bool> widths = {false};
-  if (has_avx512()) widths.push_back(true);
+  if (cpu_features().avx512f) widths.push_back(true);
   unsigned seed = 1;
   for (bool wide : widths)
     for (const Case& c : cases) {

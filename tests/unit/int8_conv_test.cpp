@@ -17,8 +17,8 @@
 
 #include "core/parallel.h"
 #include "kernel_run.h"
-#include "kernels/cpu/conv_int8.h"
-#include "kernels/cpu/registry.h"
+#include "kernels/cpu/quantization/conv_int8.h"
+#include "runtime/kernel_registry.h"
 
 namespace {
 
@@ -365,7 +365,7 @@ struct KernelTimer {
     spec.num_outputs = 1;
     spec.input_dtypes = {DType::kFloat32, DType::kFloat32, DType::kFloat32};
     spec.constant_inputs = {nullptr, &w, &b};
-    kernel = Registry::instance().create(spec);
+    kernel = runtime::kernel_registry().create(spec);
     in = {&x, &w, &b};
     std::vector<TensorDesc> d(1);
     kernel->infer(in, d);

@@ -9,13 +9,14 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/activation_simd.h"
-#include "kernels/cpu/dense_gemm.h"
-#include "kernels/cpu/int8_epilogue.h"
-#include "kernels/cpu/int8_gemm.h"
-#include "kernels/cpu/quantize_rows.h"
+#include "core/cpu_features.h"
 #include "kernel_run.h"
-#include "kernels/cpu/registry.h"
+#include "kernels/cpu/common/registry.h"
+#include "kernels/cpu/gemm/activation_simd.h"
+#include "kernels/cpu/gemm/dense_gemm.h"
+#include "kernels/cpu/quantization/int8_epilogue.h"
+#include "kernels/cpu/quantization/int8_gemm.h"
+#include "kernels/cpu/quantization/quantize_rows.h"
 
 namespace {
 
@@ -345,7 +346,7 @@ TEST(ActivationSimd, MatchesScalarDefinition) {
   x.push_back(0.5f);  // an odd length exercises the masked tails
   for (const Activation& act : acts)
     for (bool wide : {false, true}) {
-      if (wide && !has_avx512()) continue;
+      if (wide && !cpu_features().avx512f) continue;
       std::vector<float> y = x;
       if (wide) apply_activation_avx512(act, y.data(), static_cast<int64_t>(y.size()));
       else apply_activation_avx2(act, y.data(), static_cast<int64_t>(y.size()));
@@ -381,7 +382,7 @@ TEST(Int8Epilogue, VectorRowsMatchTheScalarTwin) {
         std::vector<float> want(n);
         finish_int8_row_reference(cols, acc.data(), n, zp, a_scale, residual ? res.data() : nullptr, want.data());
         for (bool wide : {false, true}) {
-          if (wide && !has_avx512()) continue;
+          if (wide && !cpu_features().avx512f) continue;
           std::vector<int32_t> bytes = acc;  // the output lands on the int32 product, as in Int8Gemm
           float* y = reinterpret_cast<float*>(bytes.data());
           const float* r = residual == 0 ? nullptr : residual == 1 ? res.data() : y;

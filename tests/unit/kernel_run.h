@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/registry.h"
+#include "runtime/kernel_registry.h"
 
 namespace mminfer::testing {
 
@@ -32,7 +32,7 @@ inline Tensor run_kernel_once(const std::string& op, const std::string& domain, 
     spec.input_dtypes.push_back(inputs[i] ? inputs[i]->dtype() : DType::kUndefined);
     spec.constant_inputs.push_back(i < constant.size() && constant[i] ? inputs[i] : nullptr);
   }
-  auto kernel = kernels::Registry::instance().create(spec);
+  auto kernel = runtime::kernel_registry().create(spec);
   kernels::Inputs in(inputs.begin(), inputs.end());
   std::vector<kernels::TensorDesc> d(1);
   kernel->infer(in, d);

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/cpu/epilogue.h"
-#include "kernels/cpu/registry.h"
+#include "kernels/cpu/gemm/epilogue.h"
+#include "runtime/kernel_registry.h"
 
 namespace {
 
@@ -38,7 +38,7 @@ std::vector<Tensor> run_op(const std::string& op, const std::string& domain, int
     spec.input_dtypes.push_back(inputs[i] ? inputs[i]->dtype() : DType::kUndefined);
     spec.constant_inputs.push_back(i < constant.size() && constant[i] ? inputs[i] : nullptr);
   }
-  auto kernel = Registry::instance().create(spec);
+  auto kernel = runtime::kernel_registry().create(spec);
   std::vector<Tensor> result;
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<TensorDesc> descs(num_outputs);

@@ -5,8 +5,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/norm_simd.h"
-#include "kernels/cpu/reduce_simd.h"
+#include "kernels/cpu/math/reduce_simd.h"
+#include "kernels/cpu/nn/norm_simd.h"
 
 namespace ns = mminfer::kernels::norm_simd;
 namespace rs = mminfer::kernels::reduce_simd;

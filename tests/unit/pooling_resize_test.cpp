@@ -5,8 +5,8 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/cpu/pooling_kernels.h"
-#include "kernels/cpu/resize_kernels.h"
+#include "kernels/cpu/nn/pooling_kernels.h"
+#include "kernels/cpu/tensor/resize_kernels.h"
 
 namespace mminfer::kernels {
 namespace {

@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/reduce_simd.h"
-#include "kernels/cpu/registry.h"
-#include "kernels/cpu/softmax_simd.h"
+#include "kernels/cpu/math/reduce_simd.h"
+#include "kernels/cpu/math/softmax_simd.h"
+#include "runtime/kernel_registry.h"
 
 namespace rs = mminfer::kernels::reduce_simd;
 namespace sm = mminfer::kernels::softmax_simd;
@@ -198,7 +198,7 @@ Tensor run_reduce(const std::string& op, int opset, const Tensor& x, const std::
   spec.constant_inputs = {nullptr};
   spec.num_inputs = 1;
   spec.num_outputs = 1;
-  auto k = Registry::instance().create(spec);
+  auto k = runtime::kernel_registry().create(spec);
   Inputs in = {&x};
   std::vector<TensorDesc> d(1);
   k->infer(in, d);

@@ -8,8 +8,8 @@
 #include <numeric>
 #include <random>
 
-#include "kernels/cpu/registry.h"
-#include "kernels/cpu/strided_copy.h"
+#include "kernels/cpu/common/strided_copy.h"
+#include "runtime/kernel_registry.h"
 
 namespace mminfer::kernels {
 namespace {
@@ -49,7 +49,7 @@ std::vector<Tensor> run_op(const std::string& op, int opset, const Attributes& a
     spec.input_dtypes.push_back(t ? t->dtype() : DType::kUndefined);
     spec.constant_inputs.push_back(nullptr);
   }
-  auto kernel = Registry::instance().create(spec);
+  auto kernel = runtime::kernel_registry().create(spec);
   std::vector<Tensor> results(num_outputs);
   Outputs out;
   for (Tensor& t : results) out.push_back(&t);

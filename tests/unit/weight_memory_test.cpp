@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/weight_memory.h"
-#include "kernels/cpu/dense_gemm.h"
+#include "kernels/cpu/gemm/dense_gemm.h"
 
 namespace {
 

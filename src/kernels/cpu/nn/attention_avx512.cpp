@@ -1,0 +1,123 @@
+// The attention tiles with 512-bit registers: 6 query rows x 32 keys per step, twice the keys of
+// the AVX2 tiles for the same instruction count. Built with -mavx512f (CMakeLists.txt) and
+// called only when the CPU reports AVX-512F; the softmax between the tiles is shared.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/common/vector_math_avx512.h"
+#include "kernels/cpu/nn/attention.h"
+
+namespace mminfer::kernels::attention {
+
+namespace {
+
+// Two 16-lane vectors of which the first `w` lanes are real; the rest load as 0 and never store.
+struct Pair512 {
+  __mmask16 m0, m1;
+  explicit Pair512(int64_t w)
+      : m0(static_cast<__mmask16>(w >= 16 ? 0xFFFF : (1u << std::max<int64_t>(w, 0)) - 1)),
+        m1(static_cast<__mmask16>(w >= 32 ? 0xFFFF : w <= 16 ? 0 : (1u << (w - 16)) - 1)) {}
+  __m512 lo(const float* p) const { return _mm512_maskz_loadu_ps(m0, p); }
+  __m512 hi(const float* p) const { return _mm512_maskz_loadu_ps(m1, p + 16); }
+  void store(float* p, __m512 a, __m512 b) const {
+    _mm512_mask_storeu_ps(p, m0, a);
+    _mm512_mask_storeu_ps(p + 16, m1, b);
+  }
+};
+
+template <int R>
+void scores_tile(const Problem& p, int64_t i0, int64_t keys, float* s) {
+  for (int64_t j = 0; j < keys; j += 32) {
+    Pair512 io(keys - j);
+    __m512 a[R], b[R];
+    for (int r = 0; r < R; ++r) a[r] = b[r] = _mm512_setzero_ps();
+    const float* q = p.q + i0 * p.q_stride;
+    for (int64_t c = 0; c < p.d; ++c) {
+      const float* kr = p.kt + c * p.kt_stride + j;
+      __m512 k0 = io.lo(kr), k1 = io.hi(kr);
+      for (int r = 0; r < R; ++r) {
+        __m512 qv = _mm512_set1_ps(q[r * p.q_stride + c]);
+        a[r] = _mm512_fmadd_ps(qv, k0, a[r]);
+        b[r] = _mm512_fmadd_ps(qv, k1, b[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) io.store(s + r * p.sk + j, a[r], b[r]);
+  }
+}
+
+template <int R>
+void values_tile(const Problem& p, int64_t i0, int64_t keys, const float* s) {
+  for (int64_t c = 0; c < p.dv; c += 32) {
+    Pair512 io(p.dv - c);
+    __m512 a[R], b[R];
+    for (int r = 0; r < R; ++r) a[r] = b[r] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < keys; ++j) {
+      const float* vr = p.v + j * p.v_stride + c;
+      __m512 v0 = io.lo(vr), v1 = io.hi(vr);
+      for (int r = 0; r < R; ++r) {
+        __m512 pv = _mm512_set1_ps(s[r * p.sk + j]);
+        a[r] = _mm512_fmadd_ps(pv, v0, a[r]);
+        b[r] = _mm512_fmadd_ps(pv, v1, b[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) io.store(p.out + (i0 + r) * p.out_stride + c, a[r], b[r]);
+  }
+}
+
+__mmask16 lanes(int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1); }
+
+// One row of raw scores -> probabilities with 512-bit masked loads and stores (AVX2's masked
+// moves are slow on some CPUs, and every row of 50 keys ends in one). Rows with a NaN or with
+// no finite logit take the shared softmax_rows, which defines those cases.
+void softmax_row(const Problem& p, int64_t i, float* s) {
+  const int64_t visible = visible_keys(p, i);
+  const float* mask = mask_row(p, i);
+  const __m512 scale = _mm512_set1_ps(p.scale);
+  auto logits = [&](int64_t j, __mmask16 m) {
+    __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), scale);
+    return mask ? _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, mask + j)) : x;
+  };
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  __mmask16 nan = 0;
+  for (int64_t j = 0; j < visible; j += 16) {
+    __mmask16 m = lanes(visible - j);
+    __m512 x = logits(j, m);
+    nan |= _mm512_mask_cmp_ps_mask(m, x, x, _CMP_UNORD_Q);
+    vmax = _mm512_mask_max_ps(vmax, m, vmax, x);
+  }
+  float mx = _mm512_reduce_max_ps(vmax);
+  if (nan || !(mx > -INFINITY && mx < INFINITY)) {
+    softmax_rows(p, i, 1, s);
+    return;
+  }
+  const __m512 vm = _mm512_set1_ps(mx);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < p.sk; j += 16) {
+    __mmask16 all = lanes(p.sk - j), m = lanes(visible - j);
+    __m512 e = _mm512_maskz_mov_ps(m, vmath::exp_avx512(_mm512_sub_ps(logits(j, m), vm)));
+    sum = _mm512_add_ps(sum, e);
+    _mm512_mask_storeu_ps(s + j, all, e);  // hidden keys get 0
+  }
+  const __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(sum));
+  for (int64_t j = 0; j < visible; j += 16) {
+    __mmask16 m = lanes(visible - j);
+    _mm512_mask_storeu_ps(s + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), inv));
+  }
+}
+
+template <int R>
+void block(const Problem& p, int64_t i0, float* s) {
+  BlockKeys k = block_keys(p, i0, R);
+  scores_tile<R>(p, i0, k.seen, s);
+  for (int r = 0; r < R; ++r) softmax_row(p, i0 + r, s + r * p.sk);
+  values_tile<R>(p, i0, k.used, s);
+}
+
+}  // namespace
+
+void run_avx512(const Problem& p, float* scratch) {
+  for_each_block(p.sq, [&]<int R>(int64_t i0) { block<R>(p, i0, scratch); });
+}
+
+}  // namespace mminfer::kernels::attention
