@@ -93,39 +93,37 @@ class ConcurrentRunsTest(Heavy):
 
     def test_gil_released_during_run(self):
         sess = mminfer.InferenceSession(self.path, threads=1)
-        # One run long enough to tell (at least 0.15 s): the batch grows until it is.
-        batch = 64
-        while True:
+        # A pure-Python ticker counts while one run is in flight: with the GIL held through the
+        # run it cannot tick at all (C++ code holding the GIL never yields it). The run must last
+        # at least 0.1 s for the count to mean something; on a loaded machine any batch does.
+        for batch in (2048, 8192, 32768):
             feed = self.feed(batch, 1)
-            start = time.perf_counter()
-            sess.run(None, feed)
-            if time.perf_counter() - start >= 0.15 or batch >= 64 * 256:
+            ticks = [0]
+            stop = threading.Event()
+
+            def ticker():
+                while not stop.is_set():
+                    ticks[0] += 1
+                    time.sleep(0.001)
+
+            t = threading.Thread(target=ticker)
+            t.start()
+            try:
+                time.sleep(0.05)
+                before = ticks[0]
+                start = time.perf_counter()
+                sess.run(None, feed)  # one call
+                wall = time.perf_counter() - start
+                during = ticks[0] - before
+            finally:
+                stop.set()
+                t.join()
+            if wall >= 0.1:
                 break
-            batch *= 2
-        ticks = [0]
-        stop = threading.Event()
-
-        def ticker():
-            while not stop.is_set():
-                ticks[0] += 1
-                time.sleep(0.001)
-
-        t = threading.Thread(target=ticker)
-        t.start()
-        try:
-            time.sleep(0.05)
-            before = ticks[0]
-            start = time.perf_counter()
-            sess.run(None, feed)  # one call: the ticker runs only if the GIL is released in it
-            wall = time.perf_counter() - start
-            during = ticks[0] - before
-        finally:
-            stop.set()
-            t.join()
         print(f"\n  one run of batch {batch}: {wall * 1000:.0f} ms, ticker advanced {during} times")
-        self.assertGreaterEqual(wall, 0.1)
-        # A held GIL allows about one tick (one switch interval); released, about one per ms.
-        self.assertGreaterEqual(during, 20)
+        self.assertGreaterEqual(wall, 0.1, "no batch ran long enough to tell")
+        # Released: about one tick per ms, fewer under load; held: none, or one at the edges.
+        self.assertGreaterEqual(during, 5)
 
 
 if __name__ == "__main__":
