@@ -10,6 +10,7 @@ Args::Args(int argc, char** argv, int first, const std::set<std::string>& value_
            const std::set<std::string>& bool_flags) {
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "-h" && bool_flags.count("--help")) a = "--help";  // every command takes both
     // Long options, and a short one ("-o") where a command registers it.
     bool short_flag = a.size() == 2 && a[0] == '-' && (value_flags.count(a) || bool_flags.count(a));
     if ((a.rfind("--", 0) == 0 && a.size() > 2) || short_flag) {

@@ -1,5 +1,6 @@
 // A small command-line parser: --flag VALUE, --flag=VALUE, repeated flags, positionals.
 #pragma once
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -15,6 +16,8 @@ class Args {
   Args(int argc, char** argv, int first, const std::set<std::string>& value_flags,
        const std::set<std::string>& bool_flags);
   bool has(const std::string& flag) const { return values_.count(flag) || bools_.count(flag); }
+  // Where a command's usage goes: stdout when asked for (--help, -h), stderr after a mistake.
+  std::FILE* usage_stream() const { return has("--help") ? stdout : stderr; }
   std::string get(const std::string& flag, const std::string& fallback = "") const;
   int get_int(const std::string& flag, int fallback) const;  // throws Error on non-numbers
   double get_double(const std::string& flag, double fallback) const;  // throws Error on non-numbers

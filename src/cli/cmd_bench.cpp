@@ -47,8 +47,8 @@ int cmd_bench(int argc, char** argv) {
         "                    [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...]\n"
         "--op-times: time per op type over the timed runs (each node timed, so totals run a little slower)\n"
         "--outputs: compute only these outputs, and none of the work only the others need\n",
-        stderr);
-    if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
+        args.usage_stream());
+    if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions opts;

@@ -41,7 +41,7 @@ int cmd_classify(int argc, char** argv) {
         "  --labels: comma-separated (default: the labels of DIR/pipeline.json)\n"
         "  --templates: '|'-separated, each with {} for the label (default: the pipeline's, else \"{}\")\n"
         "  --json: one object per image: {\"file\", \"labels\": [{\"label\", \"score\"}]}, highest score first\n",
-        stderr);
+        args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "' (images take --image)");

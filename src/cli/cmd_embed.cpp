@@ -80,7 +80,7 @@ int cmd_embed(int argc, char** argv) {
         "  --text-file: the text of a UTF-8 file (texts over 64 KiB are refused)\n"
         "  --audio: an audio file, for pipelines with an audio tower\n"
         "  a bad input prints one error line and the others still run (exit status 1)\n",
-        stderr);
+        args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   if (!args.positional().empty()) throw Error("unexpected argument '" + args.positional()[0] + "' (inputs take --image, --text, ...)");

@@ -64,8 +64,8 @@ int cmd_inspect(int argc, char** argv) {
                "--optimized lists the nodes as they will run; [int8] / [fp16] / [bf16] mark their precision\n"
                "--cpu prints the CPU's features, the MMINFER_ISA cap (avx2, avx2_vnni, avx512, avx512_vnni,\n"
                "      avx512_bf16, native) and the paths the kernels and oneDNN take under it\n",
-               stderr);
-    if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
+               args.usage_stream());
+    if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   if (args.has("--cpu")) print_cpu();

@@ -90,7 +90,7 @@ int cmd_loadgen(int argc, char** argv) {
         "    from the cache an earlier run filled; the report gives it)\n"
         "  --model: model for every modality; --model-text, --model-image (clip), --model-audio (audio)\n"
         "  --timeout: seconds per connect and per request (30)\n",
-        stderr);
+        args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   serve::LoadgenOptions o;

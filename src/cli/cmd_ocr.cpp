@@ -48,8 +48,8 @@ int cmd_ocr(int argc, char** argv) {
         "  --precision SPEC / --keep-fp32 REGEX: as for mminfer run (PP-OCR's inputs count as 'other')\n"
         "  --fp32-models LIST: models (det, cls, rec) that stay FP32 under --precision (default rec,\n"
         "    whose near-tie characters INT8 moves; '' quantizes all)\n",
-        stderr);
-    if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
+        args.usage_stream());
+    if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;

@@ -192,7 +192,7 @@ int cmd_onnx_test(int argc, char** argv) {
         "usage: mminfer onnx-test DIR... [--filter SUBSTRING] [--min-pass-rate 0.85] [--skip-list FILE] [--quiet]\n"
         "  --skip-list: lines of 'CASE REASON' to skip with that reason ('#' starts a comment)\n"
         "  each DIR is a case (model.onnx + test_data_set_*) or a folder of cases\n",
-        stderr);
+        args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   std::vector<fs::path> cases;

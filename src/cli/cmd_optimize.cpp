@@ -80,8 +80,8 @@ int cmd_optimize(int argc, char** argv) {
         "  the model's fixed shapes); --min-cosine X moves the most sensitive layers back to FP32 until\n"
         "  each output's cosine is at least X; --sensitivity measures every layer alone; --report writes\n"
         "  all of it as JSON.\n",
-        stderr);
-    if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
+        args.usage_stream());
+    if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   std::string quantize = args.get("--quantize", "int8");

@@ -30,8 +30,8 @@ int cmd_run(int argc, char** argv) {
         "                  [--profile TRACE.json] [--opt-level 0|1|2] [--inter-op auto|off|on]\n"
         "                  [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...]\n"
         "--outputs: compute and write only these outputs, and none of the work only the others need\n",
-        stderr);
-    if (args.has("--help")) std::fputs(kPrecisionUsage, stderr);
+        args.usage_stream());
+    if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions opts;

@@ -57,7 +57,7 @@ int cmd_serve(int argc, char** argv) {
         "  serves every model folder of DIR (models/repository): KServe v2 at /v2, /v1/embeddings,\n"
         "  /v1/ocr, /v1/classify, Prometheus metrics at /metrics and a page at /. Models set their\n"
         "  batching in DIR/<model>/config.json; FILE sets http and cache options (see README).\n",
-        stderr);
+        args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   serve::ServerOptions options;

@@ -2,14 +2,18 @@
 #include <cstring>
 #include <string>
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include "cli/commands.h"
 #include "cli/huge_pages.h"
 #include "core/cpu_features.h"
+#include "kernels/cpu/gemm/dnnl_isa.h"
+#include "mminfer/version.h"
 #include "mminfer/status.h"
 
 namespace {
 
-void usage() {
+void usage(std::FILE* out) {
   std::fputs(
       "usage: mminfer COMMAND [options]\n"
       "\n"
@@ -25,8 +29,20 @@ void usage() {
       "  serve [--repository DIR] [--port 8000]  the inference server (KServe v2, /v1/embeddings, /v1/ocr)\n"
       "  loadgen --url URL                load a running server with embedding requests, report req/s and latencies\n"
       "\n"
-      "run 'mminfer COMMAND --help' for the options of one command\n",
-      stderr);
+      "run 'mminfer COMMAND --help' for the options of one command; 'mminfer --version' says which build this is\n",
+      out);
+}
+
+// The version, the build, and the CPU paths this machine takes: what a bug report needs.
+int print_version() {
+  const dnnl_version_t* dnnl = dnnl_version();
+  const char* commit = mminfer::build_commit();
+  std::printf("mminfer %s (commit %s, %s build)\n", mminfer::version(), *commit ? commit : "unknown",
+              mminfer::build_type());
+  std::printf("cpu path: %s\n", mminfer::cpu_isa_name(mminfer::cpu_features()).c_str());
+  std::printf("oneDNN %d.%d.%d, running %s\n", dnnl->major, dnnl->minor, dnnl->patch,
+              mminfer::kernels::dnnl_isa_name(mminfer::kernels::dnnl_effective_isa()));
+  return 0;
 }
 
 }  // namespace
@@ -34,12 +50,13 @@ void usage() {
 int main(int argc, char** argv) {
   mminfer::cli::restart_with_huge_pages(argv);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    usage();
+    usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   std::string cmd = argv[1];
   try {
     mminfer::cpu_features();  // a bad MMINFER_ISA stops every command here, as one line
+    if (cmd == "--version" || cmd == "-V") return print_version();
     if (cmd == "inspect") return mminfer::cli::cmd_inspect(argc, argv);
     if (cmd == "run") return mminfer::cli::cmd_run(argc, argv);
     if (cmd == "bench") return mminfer::cli::cmd_bench(argc, argv);
@@ -58,6 +75,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr, "mminfer: unknown command '%s'\n", cmd.c_str());
-  usage();
+  usage(stderr);
   return 2;
 }

@@ -1,6 +1,8 @@
 #include "mminfer/version.h"
 
-// The values come from CMake (project version, git describe at configure time, build type).
+#include "mminfer_commit.h"  // generated at build time: MMINFER_COMMIT
+
+// The version and build type come from CMake, the commit from each build's git rev-parse.
 namespace mminfer {
 
 const char* version() { return MMINFER_VERSION; }

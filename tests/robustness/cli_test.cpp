@@ -89,6 +89,36 @@ TEST_F(Cli, BadNpyInputs) {
   }
 }
 
+// Asked for, usage is a result: stdout, exit 0, nothing on stderr (so `--help | grep` works).
+TEST_F(Cli, HelpOfEveryCommandGoesToStdout) {
+  for (const char* cmd : {"inspect", "run", "bench", "optimize", "onnx-test", "ocr", "embed", "classify", "serve",
+                          "loadgen"})
+    for (const char* flag : {"--help", "-h"}) {
+      CliResult r = run_cli(std::string(cmd) + " " + flag, dir_);
+      EXPECT_EQ(r.exit_code, 0) << cmd << " " << flag << ": " << r.err;
+      EXPECT_NE(r.out.find(std::string("usage: mminfer ") + cmd), std::string::npos) << cmd << " " << flag << ": " << r.out;
+      EXPECT_EQ(r.err, "") << cmd << " " << flag;
+    }
+  CliResult top = run_cli("--help", dir_);
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.out.find("usage: mminfer COMMAND"), std::string::npos) << top.out;
+  // A mistake still gets the usage, on stderr, with status 2.
+  CliResult wrong = run_cli("run", dir_);
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_EQ(wrong.out, "");
+  EXPECT_NE(wrong.err.find("usage: mminfer run"), std::string::npos) << wrong.err;
+}
+
+TEST_F(Cli, VersionSaysWhichBuildAndPath) {
+  CliResult r = run_cli("--version", dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("mminfer 0.", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("(commit "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("build)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\ncpu path: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\noneDNN "), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, BadArguments) {
   expect_clean_failure(run_cli("run " + quote(model_), dir_), "'x'", "no inputs");
   expect_clean_failure(run_cli("run " + quote(model_) + " --input x", dir_), "--input", "input without =");
