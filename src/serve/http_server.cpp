@@ -30,6 +30,23 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+// Headers that make a request's end ambiguous, which a proxy in front may read differently
+// (request smuggling, RFC 9112 sections 3.2 and 6.3): "" when the framing is sound.
+std::string framing_problem(const http::request_header<>& h) {
+  if (h.version() >= 11 && h.count(http::field::host) != 1)
+    return h.count(http::field::host) ? "several Host headers" : "HTTP/1.1 request without a Host header";
+  if (!h.count(http::field::transfer_encoding)) return "";
+  if (h.count(http::field::content_length)) return "both Transfer-Encoding and Content-Length";
+  // The codings of every Transfer-Encoding line, in order: the last must be chunked, else the
+  // body's end cannot be found.
+  std::string last;
+  auto [first, end] = h.equal_range(http::field::transfer_encoding);
+  for (auto field = first; field != end; ++field)
+    for (auto coding : http::token_list(field->value())) last = lower({coding.data(), coding.size()});
+  if (last != "chunked") return "Transfer-Encoding must end with chunked";
+  return "";
+}
+
 std::string error_json(std::string_view message) {
   std::string out = "{\"error\": \"";
   for (char c : message) {
@@ -116,6 +133,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // A client that sent "Expect: 100-continue" (curl does for bodies over 1 MiB) waits for the
   // go-ahead before its body; a request refused from its headers gets the refusal instead.
   void on_header(beast::error_code ec) {
+    if (!ec) {
+      if (std::string problem = framing_problem(parser_->get()); !problem.empty()) {
+        read_timer_.cancel();
+        keep_alive_ = head_ = false;  // what follows on this connection cannot be trusted
+        return write({400, "application/json", error_json("bad request framing: " + problem), {}}, false);
+      }
+    }
     if (ec || parser_->is_done()) return on_read(ec);
     if (!beast::iequals(parser_->get()[http::field::expect], "100-continue")) return read_body();
     auto go = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);

@@ -246,5 +246,28 @@ def test_http_framing(ctx):
     assert answer.startswith(b"HTTP/1.1 413"), f"Expect: 100-continue over the limit: expected 413 at once, got {answer[:60]!r}"
 
 
+def test_ambiguous_framing_gets_400_and_close(ctx):
+    """A request whose end is ambiguous (a Transfer-Encoding not ending in chunked, or beside a
+    Content-Length; HTTP/1.1 without exactly one Host) is answered 400 and the connection closed:
+    bytes after it are never read as a request of their own (request smuggling)."""
+    smuggled = b"GET /v2/health/live HTTP/1.1\r\nHost: e2e\r\n\r\n"
+    heads = [(f"Transfer-Encoding: {te}\r\n".encode(), b"must end with chunked")
+             for te in ("gzip", "identity", "xchunked", "chunked, identity")]
+    heads += [(b"Transfer-Encoding: gzip\r\nTransfer-Encoding: x\r\n", b"must end with chunked"),
+              (b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", b"")]  # the parser itself refuses this one
+    for head, why in heads:
+        answer = raw_request(ctx, b"POST /v1/embeddings HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n" +
+                             head + b"\r\n" + smuggled)
+        assert answer.startswith(b"HTTP/1.1 400") and why in answer, f"{head!r}: expected 400, got {answer!r}"
+        assert answer.count(b"HTTP/1.1 ") == 1, f"{head!r}: the bytes after it were answered as a request: {answer!r}"
+    for request, why in ((b"GET /v2/health/live HTTP/1.1\r\n\r\n", b"without a Host"),
+                         (b"GET /v2/health/live HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", b"several Host")):
+        answer = raw_request(ctx, request)
+        assert answer.startswith(b"HTTP/1.1 400") and why in answer, f"{request!r}: expected 400, got {answer[:120]!r}"
+    # HTTP/1.0 needs no Host, and a chunked body still works (test_http_framing).
+    answer = raw_request(ctx, b"GET /v2/health/live HTTP/1.0\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200"), f"HTTP/1.0 without Host: expected 200, got {answer[:60]!r}"
+
+
 TESTS = [test_bad_inputs_get_clear_errors, test_body_over_the_limit_gets_413, test_slow_clients_are_cut_off,
-         test_http_framing]
+         test_http_framing, test_ambiguous_framing_gets_400_and_close]
