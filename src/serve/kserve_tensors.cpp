@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/half.h"
+#include "serve/request_json.h"
 #include "serve/served_model.h"
 
 namespace mminfer::serve {
@@ -28,9 +29,11 @@ DType dtype_of(const std::string& datatype) {
   return DType::kUndefined;
 }
 
-void flatten(const json& j, std::vector<const json*>& out, const std::string& what) {
+void flatten(const json& j, std::vector<const json*>& out, const std::string& what, size_t depth = 0) {
   if (j.is_array()) {
-    for (const json& e : j) flatten(e, out, what);
+    // parse_request_json bounds the depth already; values built in code meet this bound too.
+    if (depth >= kMaxJsonDepth) throw Error(what + ": data nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    for (const json& e : j) flatten(e, out, what, depth + 1);
   } else {
     if (out.size() >= kMaxElements) throw Error(what + ": too many elements");
     out.push_back(&j);
@@ -146,12 +149,7 @@ InferRequest parse_infer_request(const std::string& body, std::optional<size_t> 
     throw Error("Inference-Header-Content-Length " + std::to_string(*header_length) + " is larger than the body (" +
                 std::to_string(body.size()) + " bytes)");
   size_t json_len = header_length ? *header_length : body.size();
-  json j;
-  try {
-    j = json::parse(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(json_len));
-  } catch (const json::parse_error& e) {
-    throw Error("the request is not valid JSON (byte " + std::to_string(e.byte) + ")");
-  }
+  json j = parse_request_json(std::string_view(body).substr(0, json_len));
   if (!j.is_object()) throw Error("the request must be a JSON object");
   InferRequest r;
   if (j.contains("id")) {

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "serve/kserve_tensors.h"
+#include "serve/request_json.h"
 #include "serve/server.h"
 
 namespace mminfer::serve {
@@ -109,13 +110,15 @@ void Server::repository_action(const HttpRequest& req, const std::string& name, 
   if (!req.body.empty()) {
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(req.body);
-    } catch (const nlohmann::json::parse_error& e) {
-      return reply(error_response(400, "the request is not valid JSON (byte " + std::to_string(e.byte) + ")"));
+      j = parse_request_json(req.body);
+    } catch (const Error& e) {
+      return reply(error_response(400, e.what()));
     }
     if (j.contains("parameters") && j["parameters"].is_object() && j["parameters"].contains("version")) {
       const auto& v = j["parameters"]["version"];
-      version = v.is_string() ? parse_version(v.get<std::string>()) : v.is_number_integer() ? v.get<int>() : -1;
+      // Checked as a 64-bit value: 4294967297 must not wrap around to version 1.
+      bool in_range = v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() <= INT32_MAX;
+      version = v.is_string() ? parse_version(v.get<std::string>()) : in_range ? static_cast<int>(v.get<int64_t>()) : -1;
       if (version <= 0) return reply(error_response(400, "parameters.version must be a positive version number"));
     }
   }

@@ -4,6 +4,7 @@
 
 #include "pipelines/clip/zero_shot.h"
 #include "serve/base64.h"
+#include "serve/request_json.h"
 #include "serve/server.h"
 
 namespace mminfer::serve {
@@ -50,13 +51,7 @@ class Join {
   std::shared_ptr<Join> keep_;
 };
 
-json parse_json(const std::string& body) {
-  try {
-    return json::parse(body);
-  } catch (const json::parse_error& e) {
-    throw Error("the request is not valid JSON (byte " + std::to_string(e.byte) + ")");
-  }
-}
+json parse_json(const std::string& body) { return parse_request_json(body); }
 
 bool no_cache(const HttpRequest& req) { return req.header("cache-control").find("no-cache") != std::string_view::npos; }
 

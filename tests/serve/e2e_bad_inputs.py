@@ -269,5 +269,19 @@ def test_ambiguous_framing_gets_400_and_close(ctx):
     assert answer.startswith(b"HTTP/1.1 200"), f"HTTP/1.0 without Host: expected 200, got {answer[:60]!r}"
 
 
-TESTS = [test_bad_inputs_get_clear_errors, test_body_over_the_limit_gets_413, test_slow_clients_are_cut_off,
+def test_hostile_json_gets_400(ctx):
+    """Tensor data nested 80,000 levels deep once overflowed the server's stack (SIGSEGV); a
+    version of 2**32 + 1 once wrapped around to version 1. Both are 400s, and the server lives on."""
+    deep = b"[" * 80000 + b"1" + b"]" * 80000
+    body = b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": ' + deep + b"}]}"
+    r = ctx.server.request("POST", "/v2/models/tiny/infer", body=body, headers={"Content-Type": "application/json"})
+    assert r.status == 400 and "nested deeper than 64 levels" in r.error(), f"deep JSON: {r.status} {r.error()[:120]}"
+    for version in (4294967297, -4294967295, 0):
+        r = ctx.server.request("POST", "/v2/repository/models/tiny/load",
+                               body=json.dumps({"parameters": {"version": version}}).encode())
+        assert r.status == 400 and "positive version number" in r.error(), f"version {version}: {r.status} {r.error()[:120]}"
+    assert ctx.server.alive() and ctx.server.get("/v2/health/live").status == 200, "the server did not survive"
+
+
+TESTS = [test_bad_inputs_get_clear_errors, test_hostile_json_gets_400, test_body_over_the_limit_gets_413, test_slow_clients_are_cut_off,
          test_http_framing, test_ambiguous_framing_gets_400_and_close]
