@@ -80,6 +80,12 @@ void Counter::inc(double amount) {
   value_.fetch_add(amount, std::memory_order_relaxed);
 }
 
+void Counter::advance_to(double total) {
+  double now = value_.load(std::memory_order_relaxed);
+  while (total > now && !value_.compare_exchange_weak(now, total, std::memory_order_relaxed)) {
+  }
+}
+
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)) {
   for (size_t i = 0; i < bounds_.size(); ++i) {
     if (!std::isfinite(bounds_[i])) throw Error("histogram bounds must be finite (+Inf is implied)");

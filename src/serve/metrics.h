@@ -23,6 +23,9 @@ inline constexpr const char* kContentType = "text/plain; version=0.0.4; charset=
 class Counter {
  public:
   void inc(double amount = 1);  // throws Error on a negative amount: counters only go up
+  // Follows a running total kept elsewhere (the cache's hit count, say): rises to `total`,
+  // never falls, so a stale or smaller reading cannot make the counter go down.
+  void advance_to(double total);
   double value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

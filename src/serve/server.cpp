@@ -85,10 +85,13 @@ void Server::observe_batch(const std::string& model, const char* queue, size_t b
 std::string Server::render_metrics() {
   if (cache_) {
     CacheStats s = cache_->stats();
-    metrics_.gauge("mminfer_cache_hits", "Cache lookups answered from the cache").set(static_cast<double>(s.hits));
-    metrics_.gauge("mminfer_cache_misses", "Cache lookups that found nothing").set(static_cast<double>(s.misses));
-    metrics_.gauge("mminfer_cache_evictions", "Entries removed to stay under the byte budget").set(static_cast<double>(s.evictions));
-    metrics_.gauge("mminfer_cache_expirations", "Entries removed because their TTL passed").set(static_cast<double>(s.expirations));
+    // Running totals: counters (_total), which a rate() over them needs.
+    metrics_.counter("mminfer_cache_hits_total", "Cache lookups answered from the cache").advance_to(static_cast<double>(s.hits));
+    metrics_.counter("mminfer_cache_misses_total", "Cache lookups that found nothing").advance_to(static_cast<double>(s.misses));
+    metrics_.counter("mminfer_cache_evictions_total", "Entries removed to stay under the byte budget")
+        .advance_to(static_cast<double>(s.evictions));
+    metrics_.counter("mminfer_cache_expirations_total", "Entries removed because their TTL passed")
+        .advance_to(static_cast<double>(s.expirations));
     metrics_.gauge("mminfer_cache_bytes", "Bytes held by the cache").set(static_cast<double>(s.bytes));
     metrics_.gauge("mminfer_cache_entries", "Entries held by the cache").set(static_cast<double>(s.entries));
   }

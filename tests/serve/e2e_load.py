@@ -22,7 +22,7 @@ def image_counts(ctx):
 
 def cache_counts(ctx):
     m = ctx.server.metrics()
-    return metric(m, "mminfer_cache_hits"), metric(m, "mminfer_cache_misses")
+    return metric(m, "mminfer_cache_hits_total"), metric(m, "mminfer_cache_misses_total")
 
 
 def embed_image(ctx, path, no_cache=False):

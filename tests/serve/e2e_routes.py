@@ -216,7 +216,7 @@ def test_metrics_and_page(ctx):
     for name, labels in (("mminfer_requests_total", dict(endpoint="/v1/embeddings", code="200")),
                          ("mminfer_batches_total", dict(model="clip", queue="image")),
                          ("mminfer_batch_size_count", dict(model="clip", queue="text")),
-                         ("mminfer_cache_misses", {})):
+                         ("mminfer_cache_misses_total", {})):
         assert metric(m, name, **labels) > 0, f"/metrics lacks {name}{labels} or it is 0"
     r = ctx.server.get("/")
     assert r.status == 200 and r.headers["content-type"].startswith("text/html"), f"GET /: {r.status} {r.headers}"

@@ -40,6 +40,18 @@ TEST(Metrics, RendersExactText) {
             "mminfer_requests_total{code=\"429\",model=\"clip\"} 1\n");
 }
 
+TEST(Metrics, CounterFollowsARunningTotalUpwardOnly) {
+  Registry r;
+  Counter& c = r.counter("x_total", "A total kept elsewhere");
+  c.advance_to(5);
+  EXPECT_EQ(c.value(), 5);
+  c.advance_to(3);  // a stale reading
+  EXPECT_EQ(c.value(), 5);
+  c.advance_to(8);
+  EXPECT_EQ(c.value(), 8);
+  EXPECT_NE(r.render().find("# TYPE x_total counter\nx_total 8\n"), std::string::npos) << r.render();
+}
+
 TEST(Metrics, LabelOrderFindsTheSameChild) {
   Registry r;
   Counter& a = r.counter("x_total", "x", {{"a", "1"}, {"b", "2"}});
