@@ -90,8 +90,7 @@ class EmbedderImpl final : public Embedder {
 }  // namespace
 
 Status Embedder::open(const std::string& dir, const SessionOptions& options, std::unique_ptr<Embedder>* out) {
-  std::mutex opening;
-  return pipelines::guarded(opening, options.threads, [&] { *out = std::make_unique<EmbedderImpl>(dir, options); });
+  return pipelines::status_of(options.threads, [&] { *out = std::make_unique<EmbedderImpl>(dir, options); });
 }
 
 }  // namespace mminfer

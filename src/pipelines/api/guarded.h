@@ -4,6 +4,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "core/one_line.h"
 #include "core/parallel.h"
@@ -18,9 +19,9 @@ inline Error numbered(const Error& e, const std::string& kind, size_t i) {
   return Error(kind + " " + std::to_string(i) + ": " + message);
 }
 
+// fn() under the pipeline's thread count, its exceptions as a one-line Status.
 template <typename Fn>
-Status guarded(std::mutex& mutex, int threads, Fn&& fn) {
-  std::lock_guard<std::mutex> lock(mutex);
+Status status_of(int threads, Fn&& fn) {
   ThreadScope scope(threads);
   try {
     fn();
@@ -32,6 +33,13 @@ Status guarded(std::mutex& mutex, int threads, Fn&& fn) {
   } catch (const std::exception& e) {
     return Status::error(one_line(std::string("internal error: ") + e.what()));
   }
+}
+
+// The same, one call at a time per pipeline.
+template <typename Fn>
+Status guarded(std::mutex& mutex, int threads, Fn&& fn) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return status_of(threads, std::forward<Fn>(fn));
 }
 
 }  // namespace mminfer::pipelines

@@ -62,8 +62,7 @@ class OcrImpl final : public Ocr {
 }  // namespace
 
 Status Ocr::open(const std::string& dir, const SessionOptions& options, std::unique_ptr<Ocr>* out) {
-  std::mutex opening;
-  return pipelines::guarded(opening, options.threads, [&] { *out = std::make_unique<OcrImpl>(dir, options); });
+  return pipelines::status_of(options.threads, [&] { *out = std::make_unique<OcrImpl>(dir, options); });
 }
 
 }  // namespace mminfer
