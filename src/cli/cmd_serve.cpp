@@ -2,6 +2,7 @@
 // (no new connections, queued and running requests answered) and exit 0.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
@@ -15,7 +16,7 @@ namespace mminfer::cli {
 namespace {
 
 // --config FILE: {"http": {"io_threads", "max_body_bytes", "read_timeout_ms", "idle_timeout_ms",
-// "max_connections"}, "cache": {"enabled", "policy": "lru"|"lfu"|"fifo", "bytes", "ttl_ms"}}.
+// "max_connections", "max_connections_per_client", "first_request_timeout_ms"}, "cache": {"enabled", "policy": "lru"|"lfu"|"fifo", "bytes", "ttl_ms"}}.
 void apply_config(const std::string& path, serve::ServerOptions& o) {
   nlohmann::json j = serve::read_json_file(path);
   auto number = [&](const nlohmann::json& sec, const char* s, const char* key, double lo, double hi) {
@@ -34,6 +35,10 @@ void apply_config(const std::string& path, serve::ServerOptions& o) {
       else if (section == "http" && key == "read_timeout_ms") o.http.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(number(body, s, "read_timeout_ms", 10, 3.6e6)));
       else if (section == "http" && key == "idle_timeout_ms") o.http.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(number(body, s, "idle_timeout_ms", 10, 3.6e6)));
       else if (section == "http" && key == "max_connections") o.http.max_connections = static_cast<size_t>(number(body, s, "max_connections", 1, 1e6));
+      else if (section == "http" && key == "max_connections_per_client")
+        o.http.max_connections_per_client = static_cast<size_t>(number(body, s, "max_connections_per_client", 1, 1e6));
+      else if (section == "http" && key == "first_request_timeout_ms")
+        o.http.first_request_timeout = std::chrono::milliseconds(static_cast<int64_t>(number(body, s, "first_request_timeout_ms", 10, 3.6e6)));
       else if (section == "cache" && key == "enabled") {
         if (!v.is_boolean()) throw Error(path + ": cache.enabled must be true or false");
         o.cache = v.get<bool>();
@@ -47,16 +52,53 @@ void apply_config(const std::string& path, serve::ServerOptions& o) {
   }
 }
 
+// Keys from --api-key-file / --admin-key-file and MMINFER_API_KEYS / MMINFER_ADMIN_KEYS together.
+std::vector<std::string> keys_from(const Args& args, const char* flag, const char* env) {
+  std::vector<std::string> keys;
+  for (const auto& file : args.all(flag))
+    for (auto& k : serve::read_key_file(file)) keys.push_back(std::move(k));
+  if (const char* value = std::getenv(env))
+    for (auto& k : serve::split_keys(value)) keys.push_back(std::move(k));
+  return keys;
+}
+
+// How the access rules came out, on stderr, so that an open repository control is no surprise.
+void describe_access(const serve::Server& server, const serve::ServerOptions& o) {
+  const serve::AccessPolicy& a = server.access();
+  if (a.keys_required())
+    std::fprintf(stderr, "mminfer serve: API keys required on every route but /v2/health and / (%zu user, %zu admin)\n",
+                 o.access.api_keys.size(), o.access.admin_keys.size());
+  if (!a.admin_key_configured())
+    std::fprintf(stderr, "mminfer serve: no admin key: repository load/unload only from clients on this machine\n");
+  if (!a.checks_host())
+    std::fprintf(stderr, "mminfer serve: bound to %s: any Host name accepted (--allowed-host NAME restricts it)\n", o.http.host.c_str());
+}
+
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--repository", "--host", "--port", "--config", "--io-threads"}, {"--help", "--no-cache"});
+  Args args(argc, argv, 2,
+            {"--repository", "--host", "--port", "--config", "--io-threads", "--api-key-file", "--admin-key-file", "--cors-origin",
+             "--allowed-host", "--tls-cert", "--tls-key"},
+            {"--help", "--no-cache"});
   if (args.has("--help") || !args.positional().empty()) {
     std::fputs(
         "usage: mminfer serve [--repository DIR] [--host 127.0.0.1] [--port 8000] [--config FILE] [--io-threads N] [--no-cache]\n"
         "  serves every model folder of DIR (models/repository): KServe v2 at /v2, /v1/embeddings,\n"
         "  /v1/ocr, /v1/classify, Prometheus metrics at /metrics and a page at /. Models set their\n"
-        "  batching in DIR/<model>/config.json; FILE sets http and cache options (see README).\n",
+        "  batching in DIR/<model>/config.json; FILE sets http and cache options (see README).\n"
+        "access:\n"
+        "  --api-key-file FILE    keys (one per line) every route but /v2/health/* and / then needs, sent as\n"
+        "                         Authorization: Bearer KEY (401 otherwise); also env MMINFER_API_KEYS=k1,k2\n"
+        "  --admin-key-file FILE  keys for /v2/repository/models/*/load|unload (403 for other keys); also env\n"
+        "                         MMINFER_ADMIN_KEYS. Without one, load/unload only from loopback clients\n"
+        "  --cors-origin ORIGIN   an origin (https://app.example.com) allowed cross-site, with CORS; repeatable.\n"
+        "                         Other cross-origin POSTs get 403\n"
+        "  --allowed-host NAME    a Host name besides localhost, 127.0.0.1, [::1] and --host; repeatable.\n"
+        "                         Checked when bound to loopback or when given (DNS rebinding)\n"
+        "  --tls-cert FILE --tls-key FILE   serve https (PEM certificate chain and key)\n"
+        "  config http.max_connections_per_client (default max_connections/4, over it 429) and\n"
+        "  http.first_request_timeout_ms (default 10000: a connection silent that long is closed)\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
@@ -68,6 +110,12 @@ int cmd_serve(int argc, char** argv) {
   if (args.has("--config")) apply_config(args.get("--config"), options);
   if (args.has("--io-threads")) options.http.io_threads = args.get_int("--io-threads", 2);
   if (args.has("--no-cache")) options.cache = false;
+  options.access.api_keys = keys_from(args, "--api-key-file", "MMINFER_API_KEYS");
+  options.access.admin_keys = keys_from(args, "--admin-key-file", "MMINFER_ADMIN_KEYS");
+  options.access.cors_origins = args.all("--cors-origin");
+  options.access.allowed_hosts = args.all("--allowed-host");
+  options.http.tls_cert_file = args.get("--tls-cert");
+  options.http.tls_key_file = args.get("--tls-key");
 
   // Signals are taken by sigwait below: block them before any thread starts, so none of the
   // server's threads is interrupted by them.
@@ -82,9 +130,10 @@ int cmd_serve(int argc, char** argv) {
   std::fflush(stdout);
   serve::Server server(options);
   server.start();
+  describe_access(server, options);
   std::string models;
   for (const auto& m : server.repository().loaded()) models += (models.empty() ? "" : ", ") + m->name() + " (" + m->kind() + ")";
-  std::printf("mminfer serve: listening on http://%s:%d/  models: %s\n", options.http.host.c_str(), server.port(),
+  std::printf("mminfer serve: listening on %s://%s:%d/  models: %s\n", server.tls() ? "https" : "http", options.http.host.c_str(), server.port(),
               models.empty() ? "none" : models.c_str());
   std::fflush(stdout);
   int sig = 0;

@@ -2,10 +2,15 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
+#include <unordered_map>
 
 #include "mminfer/status.h"
 
@@ -64,6 +69,9 @@ struct HttpServer::Impl {
   Handler handler;
   std::atomic<size_t> connections{0}, in_flight{0};
   std::atomic<bool> accepting{true};
+  std::mutex clients_mutex;
+  std::unordered_map<std::string, size_t> per_client;  // open connections by client address
+  std::optional<net::ssl::context> tls;  // https when set
   net::io_context ioc;
   tcp::acceptor acceptor;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -72,40 +80,102 @@ struct HttpServer::Impl {
   Impl(HttpOptions o, Handler h)
       : options(std::move(o)), handler(std::move(h)), ioc(std::max(1, options.io_threads)), acceptor(net::make_strand(ioc)) {}
   void accept();
+  size_t per_client_limit() const {
+    return options.max_connections_per_client ? options.max_connections_per_client : std::max<size_t>(1, options.max_connections / 4);
+  }
+  // Counts a connection in (returns how many its address holds now) and out.
+  size_t enter(const std::string& address) {
+    std::lock_guard lock(clients_mutex);
+    return ++per_client[address];
+  }
+  void leave(const std::string& address) {
+    std::lock_guard lock(clients_mutex);
+    if (auto it = per_client.find(address); it != per_client.end() && --it->second == 0) per_client.erase(it);
+  }
 };
 
 namespace {
 
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+bool is_loopback(const net::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6()).is_loopback();
+  return a.is_loopback();
+}
+
 // One client connection: read a request, hand it over, write the answer, repeat while the
-// client keeps the connection alive. Reads and writes run on the connection's strand.
-class Connection : public std::enable_shared_from_this<Connection> {
+// client keeps the connection alive. Reads and writes run on the connection's strand. Stream is
+// PlainStream (http) or TlsStream (https, after a handshake).
+template <class Stream>
+class Connection : public std::enable_shared_from_this<Connection<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
  public:
-  Connection(tcp::socket socket, HttpServer::Impl& server) : stream_(std::move(socket)), server_(server) {
+  // stream_args: the socket, and for TLS the context.
+  template <class... StreamArgs>
+  explicit Connection(HttpServer::Impl& server, StreamArgs&&... stream_args)
+      : stream_(std::forward<StreamArgs>(stream_args)...), server_(server) {
     ++server_.connections;
     beast::error_code ec;
-    auto ep = stream_.socket().remote_endpoint(ec);
-    if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    auto ep = tcp_layer().socket().remote_endpoint(ec);
+    if (!ec) {
+      address_ = ep.address().to_string();
+      peer_ = address_ + ":" + std::to_string(ep.port());
+      loopback_ = is_loopback(ep.address());
+    }
+    client_connections_ = server_.enter(address_);
   }
-  ~Connection() { --server_.connections; }
+  ~Connection() {
+    server_.leave(address_);
+    --server_.connections;
+  }
+
+  // Connections its client address held when it came, itself included.
+  size_t client_connections() const { return client_connections_; }
 
   void start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->wait_for_request(); });
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls)
+        self->handshake();
+      else
+        self->wait_for_request();
+    });
   }
 
-  // Answers at once and closes (used when the server is over its connection limit).
+  // Answers at once and closes (used when the server or the client is over its connection
+  // limit). Over TLS it only closes: an answer would cost a handshake first.
   void refuse(int status, std::string message) {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this(), status, message = std::move(message)] {
-      self->keep_alive_ = false;
-      self->write({status, "application/json", error_json(message), {{"Retry-After", "1"}}}, false);
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this(), status, message = std::move(message)] {
+      if constexpr (kTls) {
+        self->close_socket();
+      } else {
+        self->keep_alive_ = false;
+        self->write({status, "application/json", error_json(message), {{"Retry-After", "1"}}}, false);
+      }
     });
   }
 
  private:
-  // Phase 1: an idle keep-alive connection waits up to idle_timeout for its next request.
+  beast::tcp_stream& tcp_layer() { return beast::get_lowest_layer(stream_); }
+
+  // A client that does not complete the handshake (plain HTTP sent to the https port, or
+  // nothing) is closed without an answer.
+  void handshake() {
+    tcp_layer().expires_after(server_.options.first_request_timeout);
+    stream_.async_handshake(net::ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+      if (ec) return self->close_socket();
+      self->wait_for_request();
+    });
+  }
+
+  // Phase 1: an idle keep-alive connection waits up to idle_timeout for its next request; a new
+  // one that has sent nothing yet, only first_request_timeout.
   void wait_for_request() {
     if (buffer_.size() > 0) return read_request();  // the client already sent more
-    stream_.expires_after(server_.options.idle_timeout);
-    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    tcp_layer().expires_after(served_ ? server_.options.idle_timeout
+                                      : std::min(server_.options.idle_timeout, server_.options.first_request_timeout));
+    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
       if (ec) return self->close();
       self->buffer_.commit(n);
       self->read_request();
@@ -118,16 +188,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->body_limit(server_.options.max_body_bytes);
     parser_->header_limit(64 * 1024);
-    stream_.expires_never();
+    tcp_layer().expires_never();
     read_timed_out_ = false;
     read_timer_.expires_after(server_.options.read_timeout);
-    read_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    read_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
       if (ec) return;
       self->read_timed_out_ = true;
-      self->stream_.socket().cancel(ec);
+      self->tcp_layer().socket().cancel(ec);
     });
     http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+                            [self = this->shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
 
   // A client that sent "Expect: 100-continue" (curl does for bodies over 1 MiB) waits for the
@@ -143,7 +213,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ec || parser_->is_done()) return on_read(ec);
     if (!beast::iequals(parser_->get()[http::field::expect], "100-continue")) return read_body();
     auto go = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
-    http::async_write(stream_, *go, [self = shared_from_this(), go](beast::error_code ec, size_t) {
+    http::async_write(stream_, *go, [self = this->shared_from_this(), go](beast::error_code ec, size_t) {
       if (ec) return self->on_read(ec);
       self->read_body();
     });
@@ -151,14 +221,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void read_body() {
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
     read_timer_.cancel();
     keep_alive_ = false;
     head_ = false;
-    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) return close();
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
+        ec == net::ssl::error::stream_truncated)
+      return close();
     if (ec && read_timed_out_)
       return write({408, "application/json", error_json("request timed out: it did not arrive within the read timeout"), {}}, false);
     if (ec == http::error::body_limit)
@@ -170,6 +242,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return write({431, "application/json", error_json("request headers are larger than 64 KiB"), {}}, false);
     if (ec) return write({400, "application/json", error_json("malformed HTTP request: " + ec.message()), {}}, false);
 
+    served_ = true;
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
     head_ = req.method() == http::verb::head;
@@ -183,10 +256,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                                          std::string(field.value().data(), field.value().size()));
     r.body = std::move(req.body());
     r.peer = peer_;
+    r.peer_loopback = loopback_;
 
     ++server_.in_flight;
     auto answered = std::make_shared<std::atomic<bool>>(false);
-    Reply reply = [self = shared_from_this(), answered](HttpResponse res) {
+    Reply reply = [self = this->shared_from_this(), answered](HttpResponse res) {
       if (answered->exchange(true)) return;  // a handler answers once
       net::post(self->stream_.get_executor(),
                 [self, res = std::move(res)]() mutable { self->write(std::move(res), true); });
@@ -208,8 +282,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     msg->body() = std::move(res.body);
     msg->prepare_payload();
     if (head_) msg->body().clear();  // HEAD: the GET answer's headers, Content-Length included, no body
-    stream_.expires_after(std::chrono::seconds(60));
-    http::async_write(stream_, *msg, [self = shared_from_this(), msg, keep, counted](beast::error_code ec, size_t) {
+    tcp_layer().expires_after(std::chrono::seconds(60));
+    http::async_write(stream_, *msg, [self = this->shared_from_this(), msg, keep, counted](beast::error_code ec, size_t) {
       if (counted) --self->server_.in_flight;
       if (ec || !keep) return self->close();
       self->wait_for_request();
@@ -217,20 +291,46 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void close() {
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if constexpr (kTls) {
+      // close_notify first, so the client can tell the end from a cut; bounded if it never answers.
+      tcp_layer().expires_after(std::chrono::seconds(5));
+      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) { self->close_socket(); });
+    } else {
+      beast::error_code ec;
+      tcp_layer().socket().shutdown(tcp::socket::shutdown_send, ec);
+    }
   }
 
-  beast::tcp_stream stream_;
+  void close_socket() {
+    beast::error_code ec;
+    tcp_layer().socket().shutdown(tcp::socket::shutdown_both, ec);
+    tcp_layer().socket().close(ec);
+  }
+
+  Stream stream_;
   net::steady_timer read_timer_{stream_.get_executor()};
   bool read_timed_out_ = false;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpServer::Impl& server_;
-  std::string peer_;
+  std::string address_, peer_;
+  bool loopback_ = false;
+  size_t client_connections_ = 0;
+  bool served_ = false;  // a request has been read: later waits are keep-alive idle time
   bool keep_alive_ = false;
   bool head_ = false;  // the request being answered is HEAD
 };
+
+template <class Stream, class... ContextArg>
+void admit(HttpServer::Impl& server, tcp::socket socket, ContextArg&... tls) {
+  auto conn = std::make_shared<Connection<Stream>>(server, std::move(socket), tls...);
+  if (server.connections > server.options.max_connections)
+    conn->refuse(503, "the server holds its maximum of " + std::to_string(server.options.max_connections) + " connections");
+  else if (conn->client_connections() > server.per_client_limit())
+    conn->refuse(429, "this client address holds its maximum of " + std::to_string(server.per_client_limit()) + " connections");
+  else
+    conn->start();
+}
 
 }  // namespace
 
@@ -243,11 +343,10 @@ void HttpServer::Impl::accept() {
       timer->async_wait([this, timer](beast::error_code) { accept(); });
       return;
     }
-    auto conn = std::make_shared<Connection>(std::move(socket), *this);
-    if (connections > options.max_connections)
-      conn->refuse(503, "the server holds its maximum of " + std::to_string(options.max_connections) + " connections");
+    if (tls)
+      admit<TlsStream>(*this, std::move(socket), *tls);
     else
-      conn->start();
+      admit<PlainStream>(*this, std::move(socket));
     accept();
   });
 }
@@ -255,6 +354,18 @@ void HttpServer::Impl::accept() {
 HttpServer::HttpServer(HttpOptions options, Handler handler)
     : impl_(std::make_shared<Impl>(std::move(options), std::move(handler))) {
   Impl& s = *impl_;
+  const std::string &cert = s.options.tls_cert_file, &key = s.options.tls_key_file;
+  if (cert.empty() != key.empty()) throw Error("TLS needs both a certificate (--tls-cert) and its private key (--tls-key)");
+  if (!cert.empty()) {
+    s.tls.emplace(net::ssl::context::tls_server);
+    s.tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 | net::ssl::context::no_sslv3 |
+                       net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
+    beast::error_code ec;
+    s.tls->use_certificate_chain_file(cert, ec);
+    if (ec) throw Error("cannot load the TLS certificate " + cert + ": " + ec.message());
+    s.tls->use_private_key_file(key, net::ssl::context::pem, ec);
+    if (ec) throw Error("cannot load the TLS private key " + key + ": " + ec.message());
+  }
   std::string where = s.options.host + ":" + std::to_string(s.options.port);
   try {
     tcp::resolver resolver(s.ioc);
@@ -304,6 +415,7 @@ void HttpServer::stop() {
   s.threads.clear();
 }
 
+bool HttpServer::tls() const { return impl_->tls.has_value(); }
 size_t HttpServer::open_connections() const { return impl_->connections; }
 size_t HttpServer::requests_in_flight() const { return impl_->in_flight; }
 

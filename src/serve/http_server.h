@@ -20,6 +20,7 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
   std::string body;
   std::string peer;  // client address, for logs
+  bool peer_loopback = false;  // the client is on this machine (127.0.0.0/8, ::1)
 
   // The value of a header, or "" when absent (name in lower case).
   std::string_view header(std::string_view name) const;
@@ -45,17 +46,26 @@ struct HttpOptions {
   std::chrono::milliseconds read_timeout{30000};
   std::chrono::milliseconds idle_timeout{120000};
   size_t max_connections = 4096;  // above this, new connections get 503 and are closed
+  // Connections one client address may hold (0: a quarter of max_connections); more get 429.
+  size_t max_connections_per_client = 0;
+  // A connection that has not sent its first request within this is closed (idle sockets held
+  // open to take every slot).
+  std::chrono::milliseconds first_request_timeout{10000};
+  // TLS (https) when both are set: PEM certificate chain and private key.
+  std::string tls_cert_file, tls_key_file;
 };
 
 class HttpServer {
  public:
-  // Binds and listens at once; throws mminfer::Error naming the address when it cannot.
+  // Binds and listens at once; throws mminfer::Error naming the address (or the TLS file) when
+  // it cannot.
   HttpServer(HttpOptions options, Handler handler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const;
+  bool tls() const;
   void start();           // runs the I/O threads; returns at once
   void stop_accepting();  // new connections are refused; open ones finish their request
   void stop();            // closes every connection and joins the I/O threads

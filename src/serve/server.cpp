@@ -52,6 +52,7 @@ std::string endpoint_of(const std::vector<std::string>& p) {
 
 Server::Server(ServerOptions options)
     : options_(std::move(options)),
+      access_(options_.access, options_.http.host, !options_.http.tls_cert_file.empty()),
       cache_(options_.cache ? std::make_unique<ResultCache>(options_.cache_options) : nullptr),
       features_(cache_.get()) {
   repository_ = std::make_unique<ModelRepository>(
@@ -129,6 +130,12 @@ void Server::handle(HttpRequest req, Reply reply) {
     reply(std::move(res));
   };
   if (stopping_) return counted(error_response(503, "the server is shutting down"));
+  if (auto refusal = access_.check(req)) return counted(std::move(*refusal));
+  if (auto cors = access_.cors_headers(req); !cors.empty())
+    counted = [counted, cors](HttpResponse res) {
+      res.headers.insert(res.headers.end(), cors.begin(), cors.end());
+      counted(std::move(res));
+    };
   try {
     route(req, counted);
   } catch (const std::exception& e) {

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/access_policy.h"
 #include "serve/feature_store.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
@@ -24,6 +25,7 @@ namespace mminfer::serve {
 struct ServerOptions {
   std::string repository = "models/repository";
   HttpOptions http;
+  AccessOptions access;
   bool cache = true;
   ResultCache::Options cache_options;
 };
@@ -36,6 +38,8 @@ class Server {
 
   void start();
   int port() const { return http_->port(); }
+  bool tls() const { return http_->tls(); }
+  const AccessPolicy& access() const { return access_; }
   // Stops accepting, lets queued and running requests finish and be answered, then stops.
   void shutdown();
 
@@ -59,6 +63,7 @@ class Server {
   std::string render_metrics();
 
   ServerOptions options_;
+  AccessPolicy access_;
   metrics::Registry metrics_;
   std::unique_ptr<ResultCache> cache_;
   FeatureStore features_;

@@ -154,7 +154,7 @@ def test_body_over_the_limit_gets_413(ctx):
     watcher = Watcher(ctx)
     limit = ctx.max_body_bytes
     # Declared length over the limit: refused from the headers, before the body is read.
-    head = (f"POST /v1/ocr HTTP/1.1\r\nHost: e2e\r\nContent-Type: image/png\r\nContent-Length: {limit + 1}\r\n\r\n").encode()
+    head = (f"POST /v1/ocr HTTP/1.1\r\nHost: localhost\r\nContent-Type: image/png\r\nContent-Length: {limit + 1}\r\n\r\n").encode()
     answer = raw_request(ctx, head + b"\0" * 1000)
     assert answer.startswith(b"HTTP/1.1 413"), f"a body over {limit} bytes: expected 413, got {answer[:60]!r}"
     assert f"limit of {limit} bytes".encode() in answer, f"the 413 should name the limit: {answer[-200:]!r}"
@@ -191,8 +191,8 @@ def expect_cut_off(ctx, what, data, answer_starts):
 
 def test_slow_clients_are_cut_off(ctx):
     watcher = Watcher(ctx)
-    for what, data in (("half the headers", b"POST /v1/embeddings HTTP/1.1\r\nHost: e2e\r\nContent-Ty"),
-                       ("half the body", b"POST /v1/embeddings HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json"
+    for what, data in (("half the headers", b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nContent-Ty"),
+                       ("half the body", b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
                                          b"\r\nContent-Length: 100\r\n\r\n{\"input\": ")):
         answer = expect_cut_off(ctx, what, data, b"HTTP/1.1 408")
         assert b"read timeout" in answer, f"{what}: the 408 should say the request missed the read timeout: {answer!r}"
@@ -207,7 +207,7 @@ def test_http_framing(ctx):
     the go-ahead, or its refusal at once when the declared body is over the limit."""
     s = socket.create_connection((ctx.server.host, ctx.server.port), timeout=30)
     try:
-        s.sendall(b"HEAD /v2/health/live HTTP/1.1\r\nHost: e2e\r\n\r\nGET /v2 HTTP/1.1\r\nHost: e2e\r\n\r\n")
+        s.sendall(b"HEAD /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\nGET /v2 HTTP/1.1\r\nHost: localhost\r\n\r\n")
         buf = b""
         while b"\r\n\r\n" not in buf:
             buf += s.recv(65536)
@@ -219,9 +219,9 @@ def test_http_framing(ctx):
         status, _ = read_response(s, rest)
         assert status == 200, f"GET after HEAD on one connection: expected 200, got {status}"
 
-        chunked = (b"POST /v1/embeddings HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+        chunked = (b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                    b"Transfer-Encoding: chunked\r\n\r\n8\r\n{\"input\"\r\nA\r\n: \"a cat\"}\r\n0\r\n\r\n")
-        s.sendall(chunked + b"GET /v2/health/ready HTTP/1.1\r\nHost: e2e\r\n\r\n")
+        s.sendall(chunked + b"GET /v2/health/ready HTTP/1.1\r\nHost: localhost\r\n\r\n")
         first, rest = read_response(s)
         second, _ = read_response(s, rest)
         assert (first, second) == (200, 200), f"chunked POST then a pipelined GET: expected 200, 200, got {first}, {second}"
@@ -231,7 +231,7 @@ def test_http_framing(ctx):
     s = socket.create_connection((ctx.server.host, ctx.server.port), timeout=30)
     try:
         body = json.dumps({"input": "a photo of a dog"}).encode()
-        s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n"
+        s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                   b"Expect: 100-continue\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
         interim = s.recv(65536)
         assert interim.startswith(b"HTTP/1.1 100"), f"Expect: 100-continue: expected 100 Continue, got {interim[:60]!r}"
@@ -240,7 +240,7 @@ def test_http_framing(ctx):
         assert status == 200, f"the body sent after 100 Continue: expected 200, got {status}"
     finally:
         s.close()
-    head = (f"POST /v1/ocr HTTP/1.1\r\nHost: e2e\r\nExpect: 100-continue\r\n"
+    head = (f"POST /v1/ocr HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\n"
             f"Content-Length: {ctx.max_body_bytes + 1}\r\n\r\n").encode()
     answer = raw_request(ctx, head)
     assert answer.startswith(b"HTTP/1.1 413"), f"Expect: 100-continue over the limit: expected 413 at once, got {answer[:60]!r}"
@@ -250,13 +250,13 @@ def test_ambiguous_framing_gets_400_and_close(ctx):
     """A request whose end is ambiguous (a Transfer-Encoding not ending in chunked, or beside a
     Content-Length; HTTP/1.1 without exactly one Host) is answered 400 and the connection closed:
     bytes after it are never read as a request of their own (request smuggling)."""
-    smuggled = b"GET /v2/health/live HTTP/1.1\r\nHost: e2e\r\n\r\n"
+    smuggled = b"GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n"
     heads = [(f"Transfer-Encoding: {te}\r\n".encode(), b"must end with chunked")
              for te in ("gzip", "identity", "xchunked", "chunked, identity")]
     heads += [(b"Transfer-Encoding: gzip\r\nTransfer-Encoding: x\r\n", b"must end with chunked"),
               (b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", b"")]  # the parser itself refuses this one
     for head, why in heads:
-        answer = raw_request(ctx, b"POST /v1/embeddings HTTP/1.1\r\nHost: e2e\r\nContent-Type: application/json\r\n" +
+        answer = raw_request(ctx, b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" +
                              head + b"\r\n" + smuggled)
         assert answer.startswith(b"HTTP/1.1 400") and why in answer, f"{head!r}: expected 400, got {answer!r}"
         assert answer.count(b"HTTP/1.1 ") == 1, f"{head!r}: the bytes after it were answered as a request: {answer!r}"

@@ -118,7 +118,7 @@ def test_thousand_keepalive_connections(ctx):
     try:
         for _ in range(n):
             socks.append(socket.create_connection((ctx.server.host, ctx.server.port), timeout=60))
-        request = b"GET /v2/health/live HTTP/1.1\r\nHost: e2e\r\n\r\n"
+        request = b"GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n"
         for round_ in (1, 2):  # the second round proves every connection was kept alive
             for s in socks:
                 s.sendall(request)
@@ -145,12 +145,12 @@ def test_connection_limit_gets_503(ctx):
         os.makedirs(os.path.join(tmp, "repo"))
         os.symlink(os.path.join(ctx.repo, "tiny"), os.path.join(tmp, "repo", "tiny"))
         with open(os.path.join(tmp, "serve.json"), "w") as f:
-            json.dump({"http": {"max_connections": 4}}, f)
+            json.dump({"http": {"max_connections": 4, "max_connections_per_client": 4}}, f)  # the total limit, not the per-client one
         server = Server(ctx.mminfer, os.path.join(tmp, "repo"), os.path.join(tmp, "serve.json"))
         socks = []
         try:
             server.wait_ready()
-            request = b"GET /v2/health/live HTTP/1.1\r\nHost: e2e\r\n\r\n"
+            request = b"GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
             def connect():
                 socks.append(socket.create_connection((server.host, server.port), timeout=30))
