@@ -29,9 +29,10 @@ class Response:
 
 
 class Server:
-    """`mminfer serve` on a free port, as a child process."""
+    """`mminfer serve` on a free port, as a child process. With ssl_context it speaks https."""
 
-    def __init__(self, mminfer, repository, config=None, extra=()):
+    def __init__(self, mminfer, repository, config=None, extra=(), ssl_context=None):
+        self.ssl_context = ssl_context
         args = [mminfer, "serve", "--repository", repository, "--port", "0"]
         if config:
             args += ["--config", config]
@@ -41,7 +42,7 @@ class Server:
         said = []
         for line in self.proc.stdout:  # it may say other things first (what it loads)
             said.append(line)
-            m = re.search(r"listening on http://([^:/]+):(\d+)/", line)
+            m = re.search(r"listening on https?://([^:/]+):(\d+)/", line)
             if m:
                 break
         else:
@@ -88,6 +89,8 @@ class Server:
         raise RuntimeError(f"no {field} in /proc/{self.pid}/status")
 
     def connection(self, timeout=60):
+        if self.ssl_context:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.ssl_context)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def request(self, method, path, body=None, headers=None, timeout=60, conn=None):
