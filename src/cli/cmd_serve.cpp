@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -116,6 +117,10 @@ int cmd_serve(int argc, char** argv) {
   options.access.allowed_hosts = args.all("--allowed-host");
   options.http.tls_cert_file = args.get("--tls-cert");
   options.http.tls_key_file = args.get("--tls-key");
+  // Checked before the models load (which can take minutes), not only when the port is bound.
+  if (args.has("--tls-cert") != args.has("--tls-key")) throw Error("TLS needs both --tls-cert FILE and --tls-key FILE");
+  for (const char* flag : {"--tls-cert", "--tls-key"})
+    if (args.has(flag) && !std::ifstream(args.get(flag))) throw Error(std::string("cannot read the ") + flag + " file " + args.get(flag));
 
   // Signals are taken by sigwait below: block them before any thread starts, so none of the
   // server's threads is interrupted by them.

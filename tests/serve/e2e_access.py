@@ -151,6 +151,10 @@ def test_tls_round_trip(ctx):
     bad = subprocess.run([ctx.mminfer, "serve", "--repository", ctx.repo, "--port", "0", "--tls-cert", cert, "--tls-key", cert],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "TLS private key" in bad.stderr, f"a certificate given as the key: {bad.returncode} {bad.stderr!r}"
+    half = subprocess.run([ctx.mminfer, "serve", "--repository", ctx.repo, "--port", "0", "--tls-cert", cert],
+                          capture_output=True, text=True, timeout=120)
+    assert half.returncode != 0 and "needs both --tls-cert FILE and --tls-key FILE" in half.stderr, \
+        f"--tls-cert without --tls-key: {half.returncode} {half.stderr!r}"
 
 
 def connect_from(source, server, timeout=30):
