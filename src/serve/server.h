@@ -4,6 +4,7 @@
 //   OpenAI-style     POST /v1/embeddings (texts, images or audio as base64 data URLs)
 //   pipelines        POST /v1/ocr (image bytes, or JSON with base64), POST /v1/classify
 //   Prometheus       GET /metrics;  a page for people at GET /
+// Access (keys, admin key, Origin, Host, CORS) is decided first, by access_policy.h.
 // Handlers run on the HTTP I/O threads and only parse, look up the cache and queue; models run
 // on their queues' workers.
 #pragma once
