@@ -19,7 +19,12 @@ let OpenAI;
 try {
   OpenAI = require('openai');
 } catch {
-  OpenAI = require(path.join(__dirname, '..', '..', 'tools', 'node_modules', 'openai'));
+  try {
+    OpenAI = require(path.join(__dirname, '..', '..', 'tools', 'node_modules', 'openai'));
+  } catch (e) {
+    console.log(`FAIL: the openai npm client is not in tools/node_modules (scripts/bootstrap installs it): ${e.message}`);
+    process.exit(1);
+  }
 }
 
 function args() {
