@@ -37,6 +37,9 @@ std::vector<std::string> split_path(const std::string& path) {
   return parts;
 }
 
+// OpenAI's routes, whose errors come in OpenAI's envelope.
+bool is_openai_path(const std::vector<std::string>& p) { return !p.empty() && p[0] == "v1"; }
+
 // The label a request is counted under: the route, not the raw path (model names vary).
 std::string endpoint_of(const std::vector<std::string>& p) {
   if (p.empty()) return "/";
@@ -64,7 +67,7 @@ Server::Server(ServerOptions options)
   repository_->load_all();
   http_ = std::make_unique<HttpServer>(options_.http, [this](HttpRequest req, Reply reply) { handle(std::move(req), std::move(reply)); });
   http_->shape_errors([](std::string_view path, HttpResponse& r) {
-    if (path == "/v1" || path.rfind("/v1/", 0) == 0) to_openai_envelope(r);
+    if (is_openai_path(split_path(std::string(path)))) to_openai_envelope(r);
   });
 }
 
@@ -129,7 +132,7 @@ void Server::handle(HttpRequest req, Reply reply) {
   std::string endpoint = endpoint_of(parts);
   // Every error on /v1, whoever answers it (routes, shared lookups, 405, 503), reaches OpenAI's
   // clients in their envelope.
-  const bool openai = !parts.empty() && parts[0] == "v1";
+  const bool openai = is_openai_path(parts);
   Reply counted = [this, reply, start, endpoint, openai](HttpResponse res) {
     if (openai) to_openai_envelope(res);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
