@@ -6,7 +6,8 @@
 OUT/repository/   what `mminfer serve --repository` reads
   clip/1     -> DIR of --clip (tools/make_clip_pipeline.py's folder)
   clip/2/       the same towers and tokenizer (links), pipeline.json with other labels and
-                templates, so the served version can be told from its answers
+                templates, so the served version can be told from its answers, and
+                matryoshka_dimensions [8, 16] (what OpenAI's `dimensions` may ask of it)
   clip/config.json    batching: up to 16 images per run, waiting up to 100 ms for them; at most
                       64 items waiting per queue
   audio/1    -> DIR of --audio (tools/make_audio_encoder_pipeline.py's folder)
@@ -42,6 +43,9 @@ FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 # probabilities for them are in its reference/expected.json too.
 CLIP_V2_LABELS = ["sunset", "stripes", "noise", "a grey cat"]
 CLIP_V2_TEMPLATES = ["{}", "itap of a {}."]
+# clip version 2 also claims Matryoshka training (OpenAI's `dimensions` may cut its embeddings
+# to these lengths); version 1 and audio claim nothing, so there `dimensions` is refused.
+CLIP_V2_MATRYOSHKA = [8, 16]
 
 
 def save_model(graph, path):
@@ -126,6 +130,7 @@ def clip_version_2(clip_dir, out):
     with open(os.path.join(clip_dir, "pipeline.json"), encoding="utf-8") as f:
         manifest = json.load(f)
     manifest["labels"], manifest["templates"] = CLIP_V2_LABELS, CLIP_V2_TEMPLATES
+    manifest["matryoshka_dimensions"] = CLIP_V2_MATRYOSHKA
     for name in manifest["files"].values():
         link(os.path.join(clip_dir, name), os.path.join(out, name))
     write_json(os.path.join(out, "pipeline.json"), manifest)
@@ -181,7 +186,7 @@ def main():
         "fresh_images": fresh,
         "clip_images": [os.path.join(args.clip, "reference", i["file"]) for i in expected["images"]],
         "clip_v1": {"labels": expected["classify"][0]["labels"], "templates": expected["classify"][0]["templates"]},
-        "clip_v2": {"labels": CLIP_V2_LABELS, "templates": CLIP_V2_TEMPLATES},
+        "clip_v2": {"labels": CLIP_V2_LABELS, "templates": CLIP_V2_TEMPLATES, "matryoshka_dimensions": CLIP_V2_MATRYOSHKA},
         "clip_classify": expected["classify"],
         "clip_dir": os.path.abspath(args.clip),
         "audio_dir": os.path.abspath(args.audio),

@@ -35,6 +35,14 @@ class Embedder {
   // Throws the error embed_texts would give for this one text, so a caller can report bad
   // texts one by one and still embed the rest in one batch.
   virtual void check_text(std::string_view text) const {}
+  // check_text, then the number of tokens the text tower reads for this text (special tokens
+  // counted, padding not): what OpenAI's usage.prompt_tokens counts. 0 without a text tower.
+  virtual size_t text_tokens(std::string_view text) const {
+    check_text(text);
+    return 0;
+  }
+  // The length of an embedding when the model declares it, 0 when only a run would tell.
+  virtual size_t dimension() const { return 0; }
 
  protected:
   explicit Embedder(std::string description) : description_(std::move(description)) {}

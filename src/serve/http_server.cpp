@@ -67,6 +67,7 @@ struct HttpServer::Impl {
   // Declared before the io_context so they outlive the handlers it destroys.
   HttpOptions options;
   Handler handler;
+  ErrorShaper shape_error;
   std::atomic<size_t> connections{0}, in_flight{0};
   std::atomic<bool> accepting{true};
   std::mutex clients_mutex;
@@ -273,6 +274,11 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   }
 
   void write(HttpResponse res, bool counted) {
+    // Answers of our own (not the handler's) to a request whose request line was read.
+    if (!counted && server_.shape_error && parser_ && !parser_->get().target().empty()) {
+      std::string_view target(parser_->get().target().data(), parser_->get().target().size());
+      server_.shape_error(target.substr(0, target.find('?')), res);
+    }
     auto msg = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(res.status), 11);
     msg->set(http::field::server, "mminfer");
     msg->set(http::field::content_type, res.content_type);
@@ -388,6 +394,8 @@ int HttpServer::port() const {
   auto ep = impl_->acceptor.local_endpoint(ec);
   return ec ? -1 : ep.port();
 }
+
+void HttpServer::shape_errors(ErrorShaper shaper) { impl_->shape_error = std::move(shaper); }
 
 void HttpServer::start() {
   Impl& s = *impl_;

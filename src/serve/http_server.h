@@ -35,6 +35,9 @@ struct HttpResponse {
 
 using Reply = std::function<void(HttpResponse)>;
 using Handler = std::function<void(HttpRequest, Reply)>;
+// Reshapes an error the HTTP layer answers by itself (413, 400 framing, ...) once it knows the
+// request's path, so each protocol's clients read errors in their own shape.
+using ErrorShaper = std::function<void(std::string_view path, HttpResponse&)>;
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
@@ -67,6 +70,7 @@ class HttpServer {
   int port() const;
   bool tls() const;
   void start();           // runs the I/O threads; returns at once
+  void shape_errors(ErrorShaper shaper);  // before start()
   void stop_accepting();  // new connections are refused; open ones finish their request
   void stop();            // closes every connection and joins the I/O threads
   size_t open_connections() const;

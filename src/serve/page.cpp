@@ -32,7 +32,7 @@ const show = (el, html) => { $(el).innerHTML = html; };
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]));
 async function answer(res) {
   const body = await res.json().catch(() => ({error: 'the server sent no JSON'}));
-  if (!res.ok) throw new Error(body.error || res.statusText);
+  if (!res.ok) throw new Error((body.error && body.error.message) || body.error || res.statusText);  // /v1: OpenAI's envelope
   return body;
 }
 function draw(img, lines) {
@@ -71,7 +71,7 @@ drop.ondrop = (e) => { e.preventDefault(); drop.classList.remove('over'); e.data
 $('embed').onclick = async () => {
   try {
     const r = await answer(await fetch('/v1/embeddings', {method: 'POST', headers: {'Content-Type': 'application/json'},
-                                                          body: JSON.stringify({input: $('text').value})}));
+                                                          body: JSON.stringify({model: 'clip', input: $('text').value})}));
     const v = r.data[0].embedding;
     show('embedding', '<p id="dims">' + v.length + ' dimensions: ' + v.slice(0, 6).map((x) => x.toFixed(4)).join(', ') + ', …</p>');
   } catch (e) { show('embedding', '<p class="err">' + esc(e.message) + '</p>'); }

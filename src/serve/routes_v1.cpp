@@ -1,9 +1,13 @@
-// Routes for people and their tools: OpenAI-style embeddings, OCR and zero-shot classification.
+// Routes for people and their tools: OpenAI's embeddings and models, OCR and zero-shot
+// classification. Errors here reach clients in OpenAI's envelope (openai_error.h): a refusal
+// that names a parameter throws RequestError with it.
 #include <algorithm>
 #include <chrono>
 
 #include "pipelines/clip/zero_shot.h"
 #include "serve/base64.h"
+#include "serve/embedding_dimensions.h"
+#include "serve/openai_error.h"
 #include "serve/request_json.h"
 #include "serve/server.h"
 
@@ -56,8 +60,8 @@ json parse_json(const std::string& body) { return parse_request_json(body); }
 bool no_cache(const HttpRequest& req) { return req.header("cache-control").find("no-cache") != std::string_view::npos; }
 
 std::string string_field(const json& j, const char* key, const std::string& fallback) {
-  if (!j.contains(key)) return fallback;
-  if (!j[key].is_string()) throw Error(std::string("'") + key + "' must be a string");
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_string()) throw RequestError(400, std::string("'") + key + "' must be a string", key);
   return j[key].get<std::string>();
 }
 
@@ -147,49 +151,109 @@ std::vector<EmbedInput> embed_inputs(const json& input) {
   return out;
 }
 
+json model_card(const ServedModel& m) {
+  return {{"id", m.name()}, {"object", "model"}, {"created", m.created()}, {"owned_by", "mminfer"}};
+}
+
+// OpenAI's embedding object: the values as numbers, or as base64 of their little-endian float32
+// bytes (what the official clients ask for and decode).
+json embedding_object(size_t index, const std::vector<float>& values, bool base64) {
+  json e = {{"object", "embedding"}, {"index", index}};
+  if (base64)
+    e["embedding"] = base64_encode(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+  else
+    e["embedding"] = values;
+  return e;
+}
+
 }  // namespace
+
+std::shared_ptr<ServedModel> Server::openai_model(const std::string& name) const {
+  auto model = repository_->get(name);
+  if (!model)
+    throw RequestError(404, "the model '" + name + "' does not exist or is not loaded (GET /v1/models lists those served)", "model",
+                       "model_not_found");
+  return model;
+}
+
+void Server::v1(const HttpRequest& req, const std::vector<std::string>& p, const Reply& reply) {
+  const bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
+  auto method_not_allowed = [&] { throw RequestError(405, req.method + " is not allowed on " + req.path); };
+  if (p.size() >= 2 && p.size() <= 3 && p[1] == "models") {
+    if (!get) method_not_allowed();
+    if (p.size() == 2) return list_models(reply);
+    return reply(json_response(model_card(*openai_model(p[2]))));
+  }
+  if (p.size() == 2 && (p[1] == "embeddings" || p[1] == "ocr" || p[1] == "classify")) {
+    if (!post) method_not_allowed();
+    if (p[1] == "embeddings") return embeddings(req, reply);
+    if (p[1] == "ocr") return ocr(req, reply);
+    return classify(req, reply);
+  }
+  throw RequestError(404, "no route " + req.method + " " + req.path, "", "unknown_url");
+}
+
+void Server::list_models(const Reply& reply) {
+  json data = json::array();
+  for (const auto& m : repository_->loaded()) data.push_back(model_card(*m));
+  reply(json_response({{"object", "list"}, {"data", data}}));
+}
 
 void Server::embeddings(const HttpRequest& req, const Reply& reply) {
   json j = parse_json(req.body);
-  if (!j.is_object()) throw Error("the request must be a JSON object");
-  if (!j.contains("input")) throw Error("the request needs 'input'");
-  std::string name = string_field(j, "model", "clip");
+  if (!j.is_object()) throw RequestError(400, "the request must be a JSON object");
+  // As OpenAI's API: no default model.
+  if (!j.contains("model") || j["model"].is_null())
+    throw RequestError(400, "the request needs 'model' (GET /v1/models lists those served)", "model", "missing_required_parameter");
+  std::string name = string_field(j, "model", "");
+  if (!j.contains("input")) throw RequestError(400, "the request needs 'input'", "input", "missing_required_parameter");
   std::string format = string_field(j, "encoding_format", "float");
-  if (format != "float" && format != "base64") throw Error("encoding_format must be 'float' or 'base64'");
-  auto model = find_model(name, 0, reply);
-  if (!model) return;
-  std::vector<EmbedInput> inputs = embed_inputs(j["input"]);
-  for (Modality m : {Modality::kText, Modality::kImage, Modality::kAudio})
-    check_fits_queue(*model,
-                     static_cast<size_t>(std::count_if(inputs.begin(), inputs.end(), [m](const EmbedInput& e) { return e.modality == m; })),
-                     std::string(pipelines::modality_name(m)) + " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!model->takes(inputs[i].modality))
-      return reply(error_response(400, "input " + std::to_string(i) + ": model '" + name + "' takes no " +
-                                           pipelines::modality_name(inputs[i].modality)));
-    if (inputs[i].modality == Modality::kText) {
+  if (format != "float" && format != "base64")
+    throw RequestError(400, "'encoding_format' must be 'float' or 'base64'", "encoding_format", "invalid_value");
+  auto model = openai_model(name);
+  if (!model->embedder()) throw RequestError(400, "model '" + name + "' makes no embeddings (it is " + model->kind() + ")", "model");
+  size_t dimensions = requested_dimensions(j, name, model->dimension(), model->matryoshka_dimensions());
+  std::vector<EmbedInput> inputs;
+  size_t tokens = 0;  // the text tokens the model reads: usage.prompt_tokens
+  try {
+    inputs = embed_inputs(j["input"]);
+    for (Modality m : {Modality::kText, Modality::kImage, Modality::kAudio})
+      check_fits_queue(*model,
+                       static_cast<size_t>(std::count_if(inputs.begin(), inputs.end(), [m](const EmbedInput& e) { return e.modality == m; })),
+                       std::string(pipelines::modality_name(m)) + " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string where = "input " + std::to_string(i) + ": ";
+      if (!model->takes(inputs[i].modality))
+        throw Error(where + "model '" + name + "' takes no " + pipelines::modality_name(inputs[i].modality));
+      if (inputs[i].modality != Modality::kText) continue;
       try {
-        model->check_text(inputs[i].bytes);
+        tokens += model->text_tokens(inputs[i].bytes);
       } catch (const Error& e) {
-        return reply(error_response(400, "input " + std::to_string(i) + ": " + e.what()));
+        throw Error(where + e.what());
       }
     }
+  } catch (const RequestError&) {
+    throw;
+  } catch (const Error& e) {
+    throw RequestError(400, e.what(), "input");
   }
-  auto join = Join::make(inputs.size(), [reply, name, format](std::vector<Outcome>& outcomes) {
+  bool base64 = format == "base64";
+  auto join = Join::make(inputs.size(), [reply, name, base64, dimensions, tokens](std::vector<Outcome>& outcomes) {
     int status = 200;
     std::string err = first_error(outcomes, &status, "input");
-    if (!err.empty()) return reply(error_response(status, err));
+    if (!err.empty()) return reply(openai_error(status, err));
     json data = json::array();
     for (size_t i = 0; i < outcomes.size(); ++i) {
-      json e = {{"object", "embedding"}, {"index", i}};
-      const std::string& bytes = *outcomes[i].value;
-      if (format == "base64")
-        e["embedding"] = base64_encode(bytes);
-      else
-        e["embedding"] = embedding_values(bytes);
-      data.push_back(std::move(e));
+      std::vector<float> values = embedding_values(*outcomes[i].value);
+      if (dimensions > values.size())  // a model whose width only a run tells
+        return reply(openai_error(400, "'dimensions' of " + std::to_string(dimensions) + " is more than the " +
+                                           std::to_string(values.size()) + " dimensions of model '" + name + "'",
+                                  "dimensions", "invalid_value"));
+      if (dimensions > 0 && dimensions < values.size()) values = shorten_embedding(values, dimensions);
+      data.push_back(embedding_object(i, values, base64));
     }
-    reply(json_response({{"object", "list"}, {"data", data}, {"model", name}, {"usage", {{"prompt_tokens", 0}, {"total_tokens", 0}}}}));
+    reply(json_response(
+        {{"object", "list"}, {"data", data}, {"model", name}, {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}));
   });
   bool bypass = no_cache(req);
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -211,12 +275,11 @@ void Server::ocr(const HttpRequest& req, const Reply& reply) {
   }
   if (image.empty()) throw Error("the request holds no image");
   if (req.query.rfind("model=", 0) == 0) name = req.query.substr(6);
-  auto model = find_model(name, 0, reply);
-  if (!model) return;
-  if (!model->is_ocr()) return reply(error_response(400, "model '" + name + "' is not an ocr pipeline"));
+  auto model = openai_model(name);
+  if (!model->is_ocr()) throw RequestError(400, "model '" + name + "' is not an ocr pipeline", "model");
   auto start = std::chrono::steady_clock::now();
   features_.ocr(*model, std::move(image), no_cache(req), [reply, name, start](Outcome o) {
-    if (!o.value) return reply(error_response(o.status, o.error));
+    if (!o.value) return reply(openai_error(o.status, o.error));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     json lines = json::parse(*o.value);
     reply(json_response({{"model", name}, {"lines", lines}, {"ms", std::round(ms * 100) / 100}, {"cached", o.cached}}));
@@ -227,9 +290,8 @@ void Server::classify(const HttpRequest& req, const Reply& reply) {
   json j = parse_json(req.body);
   if (!j.is_object() || !j.contains("image") || !j["image"].is_string()) throw Error("the request needs 'image' (base64 or a data URL)");
   std::string name = string_field(j, "model", "clip");
-  auto model = find_model(name, 0, reply);
-  if (!model) return;
-  if (model->kind() != "clip") return reply(error_response(400, "model '" + name + "' is not a clip pipeline"));
+  auto model = openai_model(name);
+  if (model->kind() != "clip") throw RequestError(400, "model '" + name + "' is not a clip pipeline", "model");
   std::vector<std::string> labels = string_list(j, "labels");
   if (labels.empty()) labels = model->default_labels();
   if (labels.empty()) throw Error("the request needs 'labels' (the model has none of its own)");
@@ -249,7 +311,7 @@ void Server::classify(const HttpRequest& req, const Reply& reply) {
   auto join = Join::make(texts.size() + 1, [reply, name, labels, per_label, scale](std::vector<Outcome>& outcomes) {
     int status = 200;
     std::string err = first_error(outcomes, &status, "input");
-    if (!err.empty()) return reply(error_response(status, err));
+    if (!err.empty()) return reply(openai_error(status, err));
     std::vector<float> image_embedding = embedding_values(*outcomes[0].value);
     std::vector<pipelines::Embedding> label_embeddings;
     for (size_t l = 0; l < labels.size(); ++l) {

@@ -1,5 +1,6 @@
 #include "serve/served_model.h"
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "pipelines/clip/clip_pipeline.h"
 #include "pipelines/embedding_accuracy.h"
 #include "pipelines/manifest.h"
+#include "serve/embedding_dimensions.h"
 #include "serve/sha256.h"
 
 namespace mminfer::serve {
@@ -92,6 +94,7 @@ nlohmann::json tensor_meta(const ValueInfo& v) {
 ServedModel::ServedModel(std::string name, int version, const std::string& dir, const ModelConfig& config,
                          BatchObserver observer)
     : name_(std::move(name)), version_(version), config_(config) {
+  created_ = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto observe_as = [this, observer](const char* queue) -> std::function<void(size_t, double, double)> {
     if (!observer) return {};
     return [this, observer, queue](size_t b, double q, double c) { observer(name_, queue, b, q, c); };
@@ -124,6 +127,8 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
     std::optional<pipelines::ProbeEmbeddings> reference = fp32_reference(m);
     for (int k = 0; k < config_.instances; ++k) embedders_.push_back(pipelines::open_embedder(m, config_.session));
     if (auto* clip = dynamic_cast<clip::ClipPipeline*>(embedders_[0].get())) logit_scale_ = clip->logit_scale();
+    dimension_ = embedders_[0]->dimension();
+    matryoshka_ = serve::matryoshka_dimensions(m.raw, m.path, dimension_);
     if (reference) check_accuracy(m, *reference);
   } else {
     std::string path = (fs::path(dir) / "model.onnx").string();
@@ -216,6 +221,11 @@ bool ServedModel::takes(Modality m) const {
 void ServedModel::check_text(std::string_view text) const {
   if (embedders_.empty()) throw Error("model '" + name_ + "' takes no text");
   embedders_[0]->check_text(text);
+}
+
+size_t ServedModel::text_tokens(std::string_view text) const {
+  if (embedders_.empty()) throw Error("model '" + name_ + "' takes no text");
+  return embedders_[0]->text_tokens(text);
 }
 
 bool ServedModel::embed_image(Bytes encoded, EmbeddingDone done) {

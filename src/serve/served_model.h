@@ -75,6 +75,15 @@ class ServedModel {
 
   // Throws Error for a text the text tower would refuse (too long, invalid UTF-8).
   void check_text(std::string_view text) const;
+  // check_text, then the tokens the text tower reads for it (special tokens in, padding out).
+  size_t text_tokens(std::string_view text) const;
+  // Embedding pipelines: an embedding's length when the model declares it (0: unknown), and the
+  // shorter lengths it was trained to give (pipeline.json matryoshka_dimensions, see
+  // embedding_dimensions.h).
+  size_t dimension() const { return dimension_; }
+  const std::vector<size_t>& matryoshka_dimensions() const { return matryoshka_; }
+  // When this version was loaded, in seconds since 1970 (OpenAI's model `created`).
+  int64_t created() const { return created_; }
   size_t queued() const;     // waiting in the model's queues
   size_t in_flight() const;  // accepted and not yet answered: waiting plus running
   // Per queue ("image", "text", ...): the batch size its controller picked last.
@@ -110,6 +119,9 @@ class ServedModel {
   std::string preprocess_id_;
   std::vector<std::string> labels_, templates_{"{}"};
   float logit_scale_ = 0;
+  size_t dimension_ = 0;
+  std::vector<size_t> matryoshka_;
+  int64_t created_ = 0;
   std::vector<pipelines::TowerAccuracy> accuracy_;  // of a pipeline below FP32, measured at load
   // One per instance (config.json "instances"); only one of the three is used.
   std::vector<std::unique_ptr<Session>> sessions_;

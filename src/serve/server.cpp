@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "serve/openai_error.h"
+
 namespace mminfer::serve {
 
 HttpResponse error_response(int status, const std::string& message) {
@@ -35,10 +37,14 @@ std::vector<std::string> split_path(const std::string& path) {
   return parts;
 }
 
+// OpenAI's routes, whose errors come in OpenAI's envelope.
+bool is_openai_path(const std::vector<std::string>& p) { return !p.empty() && p[0] == "v1"; }
+
 // The label a request is counted under: the route, not the raw path (model names vary).
 std::string endpoint_of(const std::vector<std::string>& p) {
   if (p.empty()) return "/";
   if (p[0] == "v1" && p.size() == 2) return "/v1/" + p[1];
+  if (p[0] == "v1" && p.size() == 3 && p[1] == "models") return "/v1/models";
   if (p[0] == "v2") {
     if (p.size() >= 3 && p[1] == "models") return "/v2/models/" + (p.size() > 3 ? p.back() : std::string("metadata"));
     if (p.size() >= 2 && p[1] == "repository") return "/v2/repository";
@@ -61,6 +67,9 @@ Server::Server(ServerOptions options)
       });
   repository_->load_all();
   http_ = std::make_unique<HttpServer>(options_.http, [this](HttpRequest req, Reply reply) { handle(std::move(req), std::move(reply)); });
+  http_->shape_errors([](std::string_view path, HttpResponse& r) {
+    if (is_openai_path(split_path(std::string(path)))) to_openai_envelope(r);
+  });
 }
 
 Server::~Server() { shutdown(); }
@@ -120,8 +129,13 @@ std::shared_ptr<ServedModel> Server::find_model(const std::string& name, int ver
 
 void Server::handle(HttpRequest req, Reply reply) {
   auto start = std::chrono::steady_clock::now();
-  std::string endpoint = endpoint_of(split_path(req.path));
-  Reply counted = [this, reply, start, endpoint](HttpResponse res) {
+  std::vector<std::string> parts = split_path(req.path);
+  std::string endpoint = endpoint_of(parts);
+  // Every error on /v1, whoever answers it (routes, shared lookups, 405, 503), reaches OpenAI's
+  // clients in their envelope.
+  const bool openai = is_openai_path(parts);
+  Reply counted = [this, reply, start, endpoint, openai](HttpResponse res) {
+    if (openai) to_openai_envelope(res);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics_.counter("mminfer_requests_total", "HTTP requests answered", {{"endpoint", endpoint}, {"code", std::to_string(res.status)}}).inc();
     metrics_.histogram("mminfer_request_seconds", "Time from request to answer", {{"endpoint", endpoint}}).observe(s);
@@ -138,6 +152,8 @@ void Server::handle(HttpRequest req, Reply reply) {
     };
   try {
     route(req, counted);
+  } catch (const RequestError& e) {
+    counted(openai ? openai_error(e.status(), e.what(), e.param(), e.code()) : error_response(e.status(), e.what()));
   } catch (const std::exception& e) {
     counted(error_response(400, e.what()));
   }
@@ -145,7 +161,7 @@ void Server::handle(HttpRequest req, Reply reply) {
 
 void Server::route(const HttpRequest& req, const Reply& reply) {
   std::vector<std::string> p = split_path(req.path);
-  bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
+  bool get = req.method == "GET" || req.method == "HEAD";
   auto method_not_allowed = [&] { reply(error_response(405, req.method + " is not allowed on " + req.path)); };
   if (p.empty()) {
     if (!get) return method_not_allowed();
@@ -161,12 +177,7 @@ void Server::route(const HttpRequest& req, const Reply& reply) {
     r.body = render_metrics();
     return reply(std::move(r));
   }
-  if (p[0] == "v1" && p.size() == 2) {
-    if (!post) return method_not_allowed();
-    if (p[1] == "embeddings") return embeddings(req, reply);
-    if (p[1] == "ocr") return ocr(req, reply);
-    if (p[1] == "classify") return classify(req, reply);
-  }
+  if (p[0] == "v1") return v1(req, p, reply);
   if (p[0] == "v2") return kserve(req, p, reply);
   reply(error_response(404, "no route " + req.path));
 }

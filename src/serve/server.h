@@ -1,7 +1,8 @@
 // mminfer serve: the model repository behind HTTP.
 //   KServe v2 REST   /v2, /v2/health/{live,ready}, /v2/models/{m}[/versions/{v}][/ready|/infer],
 //                    /v2/repository/index, /v2/repository/models/{m}/{load,unload}
-//   OpenAI-style     POST /v1/embeddings (texts, images or audio as base64 data URLs)
+//   OpenAI-style     POST /v1/embeddings (texts, images or audio as base64 data URLs),
+//                    GET /v1/models[/{id}]; errors in OpenAI's envelope (openai_error.h)
 //   pipelines        POST /v1/ocr (image bytes, or JSON with base64), POST /v1/classify
 //   Prometheus       GET /metrics;  a page for people at GET /
 // Access (keys, admin key, Origin, Host, CORS) is decided first, by access_policy.h.
@@ -55,11 +56,15 @@ class Server {
   void kserve_infer(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, const Reply& reply);
   void repository_action(const HttpRequest& req, const std::string& name, const std::string& action, const Reply& reply);
   // routes_v1.cpp
+  void v1(const HttpRequest& req, const std::vector<std::string>& parts, const Reply& reply);
+  void list_models(const Reply& reply);
   void embeddings(const HttpRequest& req, const Reply& reply);
   void ocr(const HttpRequest& req, const Reply& reply);
   void classify(const HttpRequest& req, const Reply& reply);
 
   std::shared_ptr<ServedModel> find_model(const std::string& name, int version, const Reply& reply) const;
+  // The served version of `name`; throws RequestError 404 (param "model", code model_not_found).
+  std::shared_ptr<ServedModel> openai_model(const std::string& name) const;
   void observe_batch(const std::string& model, const char* queue, size_t batch, double queue_ms, double compute_ms);
   std::string render_metrics();
 

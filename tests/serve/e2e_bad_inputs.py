@@ -61,7 +61,7 @@ CASES = [
     ("corrupt image to classify", "POST", "/v1/classify",
      {"image": base64.b64encode(CORRUPT_PNG).decode(), "labels": ["a", "b"]}, {}, 400, ["PNG"]),
     ("text to the audio model", "POST", "/v1/embeddings", embed("hello", "audio"), {}, 400, ["takes no text"]),
-    ("invalid UTF-8 text", "POST", "/v1/embeddings", b'{"input": "caf\xc3"}', {}, 400, ["not valid JSON"]),
+    ("invalid UTF-8 text", "POST", "/v1/embeddings", b'{"model": "clip", "input": "caf\xc3"}', {}, 400, ["not valid JSON"]),
     ("a template without {}", "POST", "/v1/classify", {"image": "aGk=", "labels": ["a"], "templates": ["no slot"]}, {},
      400, ["{}"]),
     ("OCR on a clip model", "POST", "/v1/ocr?model=clip", CORRUPT_PNG, {"Content-Type": "image/png"}, 400,
@@ -73,7 +73,8 @@ CASES = [
      {"image": base64.b64encode(tiny_png()).decode(), "labels": [f"l{i}" for i in range(33)], "templates": ["{}", "a {}"]}, {}, 400, ["66 prompts", "(64)"]),
     ("unknown model metadata", "GET", "/v2/models/nope", None, {}, 404, ["unknown model 'nope'"]),
     ("unknown model infer", "POST", "/v2/models/nope/infer", tiny_body(), {}, 404, ["unknown model 'nope'"]),
-    ("unknown model embeddings", "POST", "/v1/embeddings", embed("hi", "nope"), {}, 404, ["unknown model 'nope'"]),
+    ("unknown model embeddings", "POST", "/v1/embeddings", embed("hi", "nope"), {}, 404, ["model 'nope' does not exist"]),
+    ("no model for embeddings", "POST", "/v1/embeddings", {"input": "hi"}, {}, 400, ["needs 'model'"]),
     ("unknown model OCR", "POST", "/v1/ocr?model=nope", PNG_HEAD, {"Content-Type": "image/png"}, 404, ["'nope'"]),
     ("a bad version", "GET", "/v2/models/tiny/versions/x1", None, {}, 400, ["'x1' is not a model version"]),
     ("unknown route", "GET", "/v3/anything", None, {}, 404, ["no route /v3/anything"]),
@@ -108,6 +109,25 @@ class Watcher:
         assert self.statuses and not bad, f"the other client was not served during {what}: {len(bad)} failures {bad[:5]}"
 
 
+OPENAI_TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "invalid_request_error",
+                413: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
+
+
+def error_shape_problems(what, path, r):
+    """/v1 answers errors in OpenAI's envelope with the type its status means; /v2 keeps KServe's
+    {"error": "text"}."""
+    if path.startswith("/v1/"):
+        try:
+            e = r.openai_error()
+        except AssertionError as err:
+            return [f"{what}: {err}"]
+        if e["type"] != OPENAI_TYPES.get(r.status):
+            return [f"{what}: type {e['type']!r} for status {r.status}, expected {OPENAI_TYPES.get(r.status)!r}"]
+        return []
+    body = r.json()
+    return [] if isinstance(body.get("error"), str) else [f"{what}: expected KServe's {{\"error\": \"text\"}}, got {r.body[:120]!r}"]
+
+
 def test_bad_inputs_get_clear_errors(ctx):
     watcher = Watcher(ctx)
     failures = []
@@ -122,6 +142,8 @@ def test_bad_inputs_get_clear_errors(ctx):
             failures.append(f"{what}: expected {status} naming {words}, got {r.status} {message[:200]!r}")
         elif r.headers.get("content-type") != "application/json":
             failures.append(f"{what}: the error should be JSON, came as {r.headers.get('content-type')}")
+        else:
+            failures += error_shape_problems(what, path, r)
     watcher.stop("the bad-input suite")
     assert not failures, "\n  ".join(["bad inputs answered wrongly:"] + failures)
     assert ctx.server.alive(), "the server died on bad input"
@@ -158,6 +180,7 @@ def test_body_over_the_limit_gets_413(ctx):
     answer = raw_request(ctx, head + b"\0" * 1000)
     assert answer.startswith(b"HTTP/1.1 413"), f"a body over {limit} bytes: expected 413, got {answer[:60]!r}"
     assert f"limit of {limit} bytes".encode() in answer, f"the 413 should name the limit: {answer[-200:]!r}"
+    v1_answer = answer
     # The whole body sent through http.client.
     try:
         r = ctx.server.request("POST", "/v1/embeddings", body=b" " * (limit + 10),
@@ -166,6 +189,13 @@ def test_body_over_the_limit_gets_413(ctx):
     except (BrokenPipeError, ConnectionResetError):
         pass  # the server answered and closed while the body was still being sent
     watcher.stop("the 413 tests")
+    # /v1 clients read the HTTP layer's own 413 in OpenAI's envelope, /v2 clients in KServe's shape.
+    body = json.loads(v1_answer.partition(b"\r\n\r\n")[2])
+    assert isinstance(body.get("error"), dict) and body["error"].get("type") == "invalid_request_error" and \
+        body["error"].get("code") == "request_too_large", f"the 413 on /v1 should be OpenAI's envelope: {body}"
+    answer = raw_request(ctx, head.replace(b"/v1/ocr", b"/v2/models/tiny/infer") + b"\0" * 1000)
+    body = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert answer.startswith(b"HTTP/1.1 413") and isinstance(body.get("error"), str), f"the 413 on /v2: {answer[:300]!r}"
 
 
 def expect_cut_off(ctx, what, data, answer_starts):
@@ -220,7 +250,7 @@ def test_http_framing(ctx):
         assert status == 200, f"GET after HEAD on one connection: expected 200, got {status}"
 
         chunked = (b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-                   b"Transfer-Encoding: chunked\r\n\r\n8\r\n{\"input\"\r\nA\r\n: \"a cat\"}\r\n0\r\n\r\n")
+                   b"Transfer-Encoding: chunked\r\n\r\n8\r\n{\"input\"\r\n1B\r\n: \"a cat\", \"model\": \"clip\"}\r\n0\r\n\r\n")
         s.sendall(chunked + b"GET /v2/health/ready HTTP/1.1\r\nHost: localhost\r\n\r\n")
         first, rest = read_response(s)
         second, _ = read_response(s, rest)
@@ -230,7 +260,7 @@ def test_http_framing(ctx):
 
     s = socket.create_connection((ctx.server.host, ctx.server.port), timeout=30)
     try:
-        body = json.dumps({"input": "a photo of a dog"}).encode()
+        body = json.dumps({"model": "clip", "input": "a photo of a dog"}).encode()
         s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                   b"Expect: 100-continue\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
         interim = s.recv(65536)

@@ -266,19 +266,23 @@ def test_embeddings_overload_gets_429(ctx):
 
     def client(i):
         r = ctx.server.post_json("/v1/embeddings", body, headers={"Cache-Control": "no-cache"}, timeout=120)
-        return r.status, r.headers.get("retry-after"), r.error() if r.status != 200 else ""
+        # A refusal reaches OpenAI's clients in their envelope, as a rate limit they may retry.
+        kind = (r.openai_error()["type"], r.openai_error()["code"]) if r.status != 200 else None
+        return r.status, r.headers.get("retry-after"), r.error() if r.status != 200 else "", kind
 
     answers = in_threads(64, client)
     errors = [a for a in answers if isinstance(a, Exception)]
     assert not errors, f"{len(errors)} clients got no HTTP answer: {errors[:3]}"
     counts = {}
-    for status, _, _ in answers:
+    for status, *_ in answers:
         counts[status] = counts.get(status, 0) + 1
     assert set(counts) <= {200, 429}, f"64 audio embeddings on a queue of 2: expected only 200 and 429, got {counts}"
     assert counts.get(200, 0) >= 1 and counts.get(429, 0) >= 1, f"expected both answers and refusals: {counts}"
     refused = [a for a in answers if a[0] == 429]
     assert all(a[1] for a in refused), "every 429 needs Retry-After"
     assert "queue" in refused[0][2] and "'audio" in refused[0][2], f"the 429 should name the model's full queue: {refused[0][2]!r}"
+    kinds = {a[3] for a in refused}
+    assert kinds == {("rate_limit_error", "rate_limit_exceeded")}, f"a 429's envelope: expected rate_limit_error, got {kinds}"
     ctx.figures["embeddings overload"] = f"64 concurrent audio embeddings on a queue of 2: {dict(sorted(counts.items()))}"
 
 

@@ -103,7 +103,7 @@ def test_embed_typed_text(ctx):
     no_error_shown(page, "embed")
     meta = ctx.server.get("/v1/embeddings")  # 405, but proves the server is still there
     assert meta.status == 405, f"GET /v1/embeddings: expected 405, got {meta.status}"
-    r = ctx.server.post_json("/v1/embeddings", {"input": "a photo of a cat."}).json()
+    r = ctx.server.post_json("/v1/embeddings", {"model": "clip", "input": "a photo of a cat."}).json()
     n = len(r["data"][0]["embedding"])
     assert dims.startswith(f"{n} dimensions: "), f"#dims says {dims!r}, the model gives {n} dimensions"
     first = r["data"][0]["embedding"][0]

@@ -21,11 +21,24 @@ class Response:
         return json.loads(self.body)
 
     def error(self):
-        """The {"error": ...} message, or the body as text when there is none."""
+        """The error's message: KServe's {"error": "text"} (/v2) or OpenAI's envelope
+        {"error": {"message", "type", "param", "code"}} (/v1); the body as text when neither."""
         try:
-            return str(self.json().get("error", self.body))
+            e = self.json().get("error", self.body)
+            return str(e.get("message", e)) if isinstance(e, dict) else str(e)
         except (ValueError, AttributeError):
             return self.body.decode("utf-8", "replace")
+
+    def openai_error(self):
+        """OpenAI's envelope {"message", "type", "param", "code"}; AssertionError when the body is
+        not one."""
+        try:
+            e = self.json()["error"]
+        except (ValueError, KeyError, TypeError):
+            raise AssertionError(f"expected OpenAI's error envelope, got {self.body[:200]!r}")
+        assert isinstance(e, dict) and set(e) == {"message", "type", "param", "code"}, \
+            f"expected OpenAI's error envelope, got {self.body[:200]!r}"
+        return e
 
 
 class Server:

@@ -11,6 +11,8 @@ class AudioEmbedder : public pipelines::Embedder {
   AudioEmbedder(const pipelines::Manifest& manifest, const SessionOptions& session);
   bool has_tower(pipelines::Modality m) const override { return m == pipelines::Modality::kAudio; }
   std::vector<pipelines::Embedding> embed_audio(std::span<const std::vector<uint8_t>> clips) override;
+  // The declared width; not read while clips run (a symbolic width is learned from the first).
+  size_t dimension() const override { return static_cast<size_t>(pipeline_.dimension()); }
 
  private:
   AudioEncoderPipeline pipeline_;

@@ -166,6 +166,20 @@ text::Encoding ClipPipeline::encode_text(std::string_view text) const {
   return tokenizer_->encode(text);
 }
 
+size_t ClipPipeline::text_tokens(std::string_view text) const {
+  text::Encoding e = encode_text(text);
+  return static_cast<size_t>(std::count_if(e.attention_mask.begin(), e.attention_mask.end(), [](auto m) { return m != 0; }));
+}
+
+size_t ClipPipeline::dimension() const {
+  // Both towers project into one space; either declared width will do.
+  for (auto [session, index] : {std::pair{text_.get(), text_output_}, {image_.get(), image_output_}}) {
+    const ValueInfo& out = session->outputs()[index];
+    if (out.has_shape && !out.dims.empty() && out.dims.back() > 0) return static_cast<size_t>(out.dims.back());
+  }
+  return 0;
+}
+
 std::vector<Embedding> ClipPipeline::embed_images(std::span<const image::Image> images) {
   std::vector<Embedding> out;
   out.reserve(images.size());

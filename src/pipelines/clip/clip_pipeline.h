@@ -39,6 +39,8 @@ class ClipPipeline : public pipelines::Embedder {
   std::vector<pipelines::Embedding> embed_images(std::span<const image::Image> images) override;
   std::vector<pipelines::Embedding> embed_texts(const std::vector<std::string>& texts) override;
   void check_text(std::string_view text) const override { encode_text(text); }
+  size_t text_tokens(std::string_view text) const override;
+  size_t dimension() const override;
 
   // ids and attention mask of context_length; throws Error on too long or invalid UTF-8 text.
   text::Encoding encode_text(std::string_view text) const;
