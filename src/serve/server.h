@@ -26,6 +26,7 @@ struct ServerOptions {
   HttpOptions http;
   bool cache = true;
   ResultCache::Options cache_options;
+  LoadListener on_load;  // told as each model of the repository loads at start-up
 };
 
 class Server {
