@@ -63,7 +63,8 @@ std::string preview(const std::vector<float>& e) {
 }  // namespace
 
 int cmd_embed(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--image", "--text", "--text-file", "--audio", "--threads"}, {"--help", "--json", "--jsonl"});
+  Args args(argc, argv, 2, {"--pipeline", "--image", "--text", "--text-file", "--audio", "--threads"},
+            {"--help", "--json", "--jsonl"});
   std::vector<Input> inputs;
   for (const auto& [flag, value] : args.in_order())
     if (flag == "--image" || flag == "--text" || flag == "--text-file" || flag == "--audio")

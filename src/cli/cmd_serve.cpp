@@ -92,7 +92,8 @@ int cmd_serve(int argc, char** argv) {
       std::string label = "loading model '" + e.name + "'";
       if (!bar) bar = std::make_unique<Progress>(label, e.total, progress_mode);
       bar->relabel(label);
-      if (!bar->drawing()) std::fprintf(stderr, "mminfer serve: loading model '%s' (%zu of %zu)\n", e.name.c_str(), e.index + 1, e.total);
+      if (!bar->drawing())
+        std::fprintf(stderr, "mminfer serve: loading model '%s' (%zu of %zu)\n", e.name.c_str(), e.index + 1, e.total);
       return;
     }
     if (!e.error.empty()) {

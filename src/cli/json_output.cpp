@@ -8,7 +8,8 @@
 namespace mminfer::cli {
 
 JsonForm json_flag(const Args& args) {
-  if (args.has("--json") && args.has("--jsonl")) throw Error("give --json (one document) or --jsonl (a line per input), not both");
+  if (args.has("--json") && args.has("--jsonl"))
+    throw Error("give --json (one document) or --jsonl (a line per input), not both");
   if (args.has("--json")) return JsonForm::kDocument;
   return args.has("--jsonl") ? JsonForm::kLines : JsonForm::kNone;
 }
