@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs `mminfer embed --audio ... --json` on a folder made by tools/make_audio_encoder_pipeline.py
+"""Runs `mminfer embed --audio ... --jsonl` on a folder made by tools/make_audio_encoder_pipeline.py
 and compares each embedding with the one Python computed (reference/<stem>.mean.npy).
 
   check_audio_embed.py --mminfer BIN DIR [--min-cosine 0.99995]
@@ -30,7 +30,7 @@ def main():
     ref = os.path.join(args.dir, "reference")
     with open(os.path.join(ref, "cases.json")) as f:
         cases = json.load(f)["cases"]
-    cmd = [args.mminfer, "embed", "--pipeline", args.dir, "--json", "--threads", "2"]
+    cmd = [args.mminfer, "embed", "--pipeline", args.dir, "--jsonl", "--threads", "2"]
     for c in cases:
         cmd += ["--audio", os.path.join(ref, c["file"])]
     proc = subprocess.run(cmd, capture_output=True, timeout=600)
@@ -71,7 +71,7 @@ def check_bad_clips(args, good):
             paths.append(os.path.join(tmp, name))
             with open(paths[-1], "wb") as f:
                 f.write(data)
-        cmd = [args.mminfer, "embed", "--pipeline", args.dir, "--json", "--audio", good]
+        cmd = [args.mminfer, "embed", "--pipeline", args.dir, "--jsonl", "--audio", good]
         for path in paths:
             cmd += ["--audio", path]
         proc = subprocess.run(cmd, capture_output=True, timeout=300)

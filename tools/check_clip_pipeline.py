@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs `mminfer embed --json` and `mminfer classify --json` on a pipeline folder made by
+"""Runs `mminfer embed --jsonl` and `mminfer classify --jsonl` on a pipeline folder made by
 tools/make_clip_pipeline.py and compares them with torch's answers in its reference/ folder.
 
   check_clip_pipeline.py --mminfer BIN DIR [--threads N] [--min-cosine 0.9999] [--atol 1e-4] [--prob-atol 1e-4]
@@ -53,7 +53,7 @@ def main():
     with open(os.path.join(args.dir, "reference", "expected.json"), encoding="utf-8") as f:
         expected = json.load(f)
     ref = os.path.join(args.dir, "reference")
-    base = [args.mminfer, "embed", "--pipeline", args.dir, "--json", "--threads", str(args.threads)]
+    base = [args.mminfer, "embed", "--pipeline", args.dir, "--jsonl", "--threads", str(args.threads)]
     problems, worst = [], {"cosine": 1.0, "abs": 0.0, "prob": 0.0}
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,7 +80,7 @@ def main():
         problems += compare_embedding(f"{modality} {name[:40]!r}", got["embedding"], want, args, worst)
 
     for spec in expected["classify"]:
-        cmd = [args.mminfer, "classify", "--pipeline", args.dir, "--json", "--threads", str(args.threads)]
+        cmd = [args.mminfer, "classify", "--pipeline", args.dir, "--jsonl", "--threads", str(args.threads)]
         for r in spec["results"]:
             cmd += ["--image", os.path.join(ref, r["file"])]
         if not spec["from_manifest"]:

@@ -4,7 +4,7 @@
   ocr_eval.py EVAL_DIR [--mminfer BIN] [--peer] [--threads N] [--subset NAME]... [--limit N]
               [--save DIR] [--variant NAME=ARGS]...
 
---mminfer runs `BIN ocr IMAGE... --json --threads N`; --peer runs tools/ocr_peer.js (the
+--mminfer runs `BIN ocr IMAGE... --jsonl --threads N`; --peer runs tools/ocr_peer.js (the
 @gutenye/ocr-node peer) with --threads N (default 2). Each must print one JSON object per
 image: {"file", "lines": [{"text", ...}], "ms"}. With both, the table is side by side and the
 last column is peer ms / mminfer ms (above 1: mminfer is faster). --save DIR keeps each
@@ -164,12 +164,12 @@ def main():
     if args.mminfer:
         if not (os.path.isfile(args.mminfer) and os.access(args.mminfer, os.X_OK)):
             raise SystemExit(f"ocr_eval: --mminfer {args.mminfer}: not an executable file")
-        systems["mminfer"] = ([args.mminfer, "ocr"], ["--json", "--threads", str(args.threads)])
+        systems["mminfer"] = ([args.mminfer, "ocr"], ["--jsonl", "--threads", str(args.threads)])
     for v in args.variant:
         name, eq, extra = v.partition("=")
         if not args.mminfer or not eq or not name or name in ("mminfer", "peer"):
             p.error(f"--variant {v!r}: expected NAME=ARGS (with --mminfer)")
-        systems[name] = ([args.mminfer, "ocr"], ["--json", "--threads", str(args.threads)] + shlex.split(extra))
+        systems[name] = ([args.mminfer, "ocr"], ["--jsonl", "--threads", str(args.threads)] + shlex.split(extra))
     if args.peer:
         if not os.path.isdir(os.path.join(TOOLS, "node_modules", "@gutenye", "ocr-node")):
             raise SystemExit("ocr_eval: @gutenye/ocr-node is not in tools/node_modules; run scripts/bootstrap")

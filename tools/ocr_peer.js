@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Runs the OCR peer, @gutenye/ocr-node (PP-OCRv4 det + rec on ONNX Runtime, JS pre/post-processing,
-// no direction classifier), on images and prints one JSON line per image in `mminfer ocr --json`'s
+// no direction classifier), on images and prints one JSON line per image in `mminfer ocr --jsonl`'s
 // format: {"file", "lines": [{"text", "score", "box": [[x,y] x4]}], "ms"}.
 //
 //   ocr_peer.js IMAGE... [--threads N] [--models DIR]

@@ -2,7 +2,7 @@
 
 MMINFER_CLIP_PIPELINE: a folder made by tools/make_clip_pipeline.py (its reference/ holds torch's
 answers); MMINFER_PPOCR_DIR: the PP-OCRv4 models; MMINFER_BIN: the command line, whose
-`mminfer embed --json` the embeddings must equal. Each test is skipped when its variable is unset.
+`mminfer embed --jsonl` the embeddings must equal. Each test is skipped when its variable is unset.
 """
 import io
 import json
@@ -73,7 +73,7 @@ class ClipTest(unittest.TestCase):
 
     @unittest.skipUnless(MMINFER_BIN, "MMINFER_BIN (the mminfer command line) is not set")
     def test_equal_to_cli(self):
-        cmd = [MMINFER_BIN, "embed", "--pipeline", CLIP_DIR, "--json", "--threads", "2"]
+        cmd = [MMINFER_BIN, "embed", "--pipeline", CLIP_DIR, "--jsonl", "--threads", "2"]
         for t in TEXTS:
             cmd += ["--text", t]
         for p in self.images:

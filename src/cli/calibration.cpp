@@ -83,17 +83,20 @@ std::vector<Sample> calibration_samples(const std::string& dir, const Session& s
   return out;
 }
 
-CalibrationRun run_samples(const std::string& path, const std::vector<Sample>& samples) {
-  return [path, &samples](const SessionOptions& options) {
+CalibrationRun run_samples(const std::string& path, const std::vector<Sample>& samples, CalibrationSteps steps) {
+  return [path, &samples, steps](const SessionOptions& options) {
     std::unique_ptr<Session> session;
     if (Status st = Session::load(path, options, &session); !st) throw Error(st.message());
     std::vector<Tensor> outs;
-    for (const Sample& s : samples)
-      if (Status st = session->run(s, &outs); !st) throw Error("calibration run: " + st.message());
+    if (steps) steps(0, samples.size());
+    for (size_t i = 0; i < samples.size(); ++i) {
+      if (Status st = session->run(samples[i], &outs); !st) throw Error("calibration run: " + st.message());
+      if (steps) steps(i + 1, samples.size());
+    }
   };
 }
 
-CalibrationRun run_pipeline(const std::string& pipeline_dir, const std::string& dir, size_t limit) {
+CalibrationRun run_pipeline(const std::string& pipeline_dir, const std::string& dir, size_t limit, CalibrationSteps steps) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw Error("--calib: not a folder: " + dir);
   std::vector<fs::path> files;
@@ -105,19 +108,27 @@ CalibrationRun run_pipeline(const std::string& pipeline_dir, const std::string& 
   pipelines::Manifest manifest = fs::is_regular_file(fs::path(pipeline_dir) / "pipeline.json")
                                      ? pipelines::read_manifest(pipeline_dir)
                                      : ocr::ocr_manifest(pipeline_dir);
-  return [manifest, files](const SessionOptions& options) {
+  return [manifest, files, steps](const SessionOptions& options) {
+    auto step = [&](size_t done) {
+      if (steps) steps(done, files.size());
+    };
     auto audio_name = [](const fs::path& p) {
       std::string e = p.extension().string();
       return e == ".wav" || e == ".flac" || e == ".ogg" || e == ".mp3";
     };
     if (manifest.type == pipelines::PipelineType::kOcr) {
       ocr::OcrPipeline ocr(manifest, options, ocr::ocr_options(manifest));
-      for (const fs::path& f : files)
-        if (is_image_name(f)) ocr.run(image::decode_image(read_input_file(f.string())));
+      step(0);
+      for (size_t i = 0; i < files.size(); ++i) {
+        if (is_image_name(files[i])) ocr.run(image::decode_image(read_input_file(files[i].string())));
+        step(i + 1);
+      }
       return;
     }
     std::unique_ptr<pipelines::Embedder> embedder = pipelines::open_embedder(manifest, options);
-    for (const fs::path& f : files) {
+    step(0);
+    for (size_t i = 0; i < files.size(); ++i) {
+      const fs::path& f = files[i];
       try {
         if (is_image_name(f) && embedder->has_tower(pipelines::Modality::kImage)) {
           image::Image img = image::decode_image(read_input_file(f.string()));
@@ -135,6 +146,7 @@ CalibrationRun run_pipeline(const std::string& pipeline_dir, const std::string& 
       } catch (const Error& e) {
         throw Error("--calib " + f.string() + ": " + e.what());
       }
+      step(i + 1);
     }
   };
 }

@@ -28,12 +28,16 @@ std::vector<Sample> calibration_samples(const std::string& dir, const Session& s
 // Loads whatever runs the model with these session options (which observe its activations) and
 // feeds it the whole calibration set.
 using CalibrationRun = std::function<void(const SessionOptions&)>;
+// Told (0, total) as a pass over the calibration set starts, then (done, total) after each sample:
+// the command draws the bar.
+using CalibrationSteps = std::function<void(size_t done, size_t total)>;
 // The model at `path` on the samples, one run each.
-CalibrationRun run_samples(const std::string& path, const std::vector<Sample>& samples);
+CalibrationRun run_samples(const std::string& path, const std::vector<Sample>& samples, CalibrationSteps steps = {});
 // The pipeline in `pipeline_dir` (clip, audio-encoder or ocr) on the files in `dir`, sorted, at most
 // `limit`: images, texts (.txt, one sample per line) and audio clips, whichever it takes, each
 // through its own preprocessing; the model being calibrated is one of the pipeline's.
-CalibrationRun run_pipeline(const std::string& pipeline_dir, const std::string& dir, size_t limit);
+CalibrationRun run_pipeline(const std::string& pipeline_dir, const std::string& dir, size_t limit,
+                            CalibrationSteps steps = {});
 
 // The range `method` picks for each of `activations` of the model at `path`, observed through
 // `run` (twice for percentile and entropy: range, then histogram). Throws Error when an

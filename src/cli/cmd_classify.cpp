@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/input_files.h"
 #include "cli/output_text.h"
 #include "modal/image/image.h"
@@ -31,16 +32,17 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }  // namespace
 
 int cmd_classify(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--image", "--labels", "--templates", "--threads"}, {"--help", "--json"});
+  Args args(argc, argv, 2, {"--pipeline", "--image", "--labels", "--templates", "--threads"}, {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || !args.has("--image")) {
     std::fputs(
         "usage: mminfer classify --pipeline DIR --image F... [--labels \"a,b,c\"] [--templates \"a photo of a {}.|...\"]\n"
-        "                        [--json] [--threads N]\n"
+        "                        [--json | --jsonl] [--threads N]\n"
         "  zero-shot classification with a clip pipeline: per image, the probability of each label,\n"
         "  softmax(logit_scale * cosine(image, label)), a label's embedding averaged over the templates\n"
         "  --labels: comma-separated (default: the labels of DIR/pipeline.json)\n"
         "  --templates: '|'-separated, each with {} for the label (default: the pipeline's, else \"{}\")\n"
-        "  --json: one object per image: {\"file\", \"labels\": [{\"label\", \"score\"}]}, highest score first\n",
+        "  --json: one document {\"results\": [...]}, an object per image: {\"file\", \"labels\": [{\"label\",\n"
+        "    \"score\"}]}, highest score first ({\"file\", \"error\"} when it fails); --jsonl: those objects one a line\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
@@ -81,19 +83,19 @@ int cmd_classify(int argc, char** argv) {
     for (size_t k = 0; k < image_at.size(); ++k) scores[image_at[k]] = pipeline.classify(embedded[k], labels, label_embeddings);
   }
 
-  bool json = args.has("--json");
+  JsonResults json(json_flag(args));
   int failures = 0;
   for (size_t i = 0; i < files.size(); ++i) {
     if (!errors[i].empty()) {
       ++failures;
-      if (json) print_json_line({{"file", files[i]}, {"error", errors[i]}});
+      if (json.on()) json.add({{"file", files[i]}, {"error", errors[i]}});
       std::fprintf(stderr, "mminfer classify: error: %s: %s\n", one_line_text(files[i]).c_str(), errors[i].c_str());
       continue;
     }
-    if (json) {
+    if (json.on()) {
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (const clip::LabelScore& s : scores[i]) list.push_back({{"label", s.label}, {"score", s.score}});
-      print_json_line({{"file", files[i]}, {"labels", list}});
+      json.add({{"file", files[i]}, {"labels", list}});
     } else {
       std::string line = one_line_text(files[i]) + ":";
       char buf[32];
@@ -105,6 +107,7 @@ int cmd_classify(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
+  json.finish();
   return failures ? 1 : 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "cli/input_files.h"
 #include "cli/output_text.h"
 #include "modal/image/image.h"
@@ -62,7 +63,8 @@ std::string preview(const std::vector<float>& e) {
 }  // namespace
 
 int cmd_embed(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--image", "--text", "--text-file", "--audio", "--threads"}, {"--help", "--json"});
+  Args args(argc, argv, 2, {"--pipeline", "--image", "--text", "--text-file", "--audio", "--threads"},
+            {"--help", "--json", "--jsonl"});
   std::vector<Input> inputs;
   for (const auto& [flag, value] : args.in_order())
     if (flag == "--image" || flag == "--text" || flag == "--text-file" || flag == "--audio")
@@ -73,10 +75,12 @@ int cmd_embed(int argc, char** argv) {
                         "", {}});
   if (args.has("--help") || inputs.empty() || !args.has("--pipeline")) {
     std::fputs(
-        "usage: mminfer embed --pipeline DIR (--image F | --text S | --text-file F | --audio F)... [--json] [--threads N]\n"
+        "usage: mminfer embed --pipeline DIR (--image F | --text S | --text-file F | --audio F)... [--json | --jsonl]\n"
+        "                     [--threads N]\n"
         "  L2-normalized embeddings of each input, in the order given, from a pipeline folder\n"
-        "  (DIR/pipeline.json, type clip: image and text towers); --json prints one object per input:\n"
-        "  {\"input\", \"modality\", \"embedding\": [...]} ({\"input\", \"modality\", \"error\"} when it fails)\n"
+        "  (DIR/pipeline.json, type clip: image and text towers); --json prints one document\n"
+        "  {\"results\": [...]} with an object per input: {\"input\", \"modality\", \"embedding\": [...]}\n"
+        "  ({\"input\", \"modality\", \"error\"} when it fails); --jsonl prints those objects one a line\n"
         "  --text-file: the text of a UTF-8 file (texts over 64 KiB are refused)\n"
         "  --audio: an audio file, for pipelines with an audio tower\n"
         "  a bad input prints one error line and the others still run (exit status 1)\n",
@@ -119,22 +123,23 @@ int cmd_embed(int argc, char** argv) {
   embed_batch(inputs, text_at, texts, [&](const auto& v) { return embedder->embed_texts(v); });
   embed_batch(inputs, audio_at, clips, [&](const auto& v) { return embedder->embed_audio(v); });
 
-  bool json = args.has("--json");
+  JsonResults json(json_flag(args));
   int failures = 0;
   for (const Input& in : inputs) {
     const char* modality = pipelines::modality_name(in.modality);
     std::string name = in.flag == "--text" ? "\"" + short_text(in.value) + "\"" : in.value;
     if (!in.error.empty()) {
       ++failures;
-      if (json) print_json_line({{"input", in.value}, {"modality", modality}, {"error", in.error}});
+      if (json.on()) json.add({{"input", in.value}, {"modality", modality}, {"error", in.error}});
       std::fprintf(stderr, "mminfer embed: error: %s %s: %s\n", modality, one_line_text(name).c_str(), in.error.c_str());
-    } else if (json) {
-      print_json_line({{"input", in.value}, {"modality", modality}, {"embedding", in.embedding}});
+    } else if (json.on()) {
+      json.add({{"input", in.value}, {"modality", modality}, {"embedding", in.embedding}});
     } else {
       std::printf("%s %s: %s\n", modality, one_line_text(name).c_str(), preview(in.embedding).c_str());
     }
     std::fflush(stdout);
   }
+  json.finish();
   return failures ? 1 : 0;
 }
 

@@ -153,7 +153,7 @@ int cmd_inspect(int argc, char** argv) {
       std::printf("\n");
     }
   }
-  for (auto& w : model.warnings) std::printf("warning: %s\n", w.c_str());
+  for (auto& w : model.warnings) std::fprintf(stderr, "mminfer inspect: warning: %s\n", w.c_str());
   return 0;
 }
 

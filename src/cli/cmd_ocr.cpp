@@ -1,14 +1,15 @@
 // mminfer ocr IMAGE... : text lines from images with the PP-OCRv4 pipeline.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/json_output.h"
 #include "modal/image/image.h"
 #include "pipelines/ocr/ocr_pipeline.h"
-#include "runtime/profiler.h"
 
 namespace mminfer::cli {
 
@@ -20,27 +21,25 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-std::string line_json(const ocr::OcrLine& l) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.4f", l.score);
-  std::string s = "{\"text\": \"" + runtime::json_escape(l.text) + "\", \"score\": " + buf + ", \"box\": [";
-  for (int i = 0; i < 4; ++i) {
-    std::snprintf(buf, sizeof buf, "%s[%.0f, %.0f]", i ? ", " : "", l.box[i].x, l.box[i].y);
-    s += buf;
-  }
-  return s + "]}";
+double rounded(double x, double scale) { return std::round(x * scale) / scale; }
+
+nlohmann::ordered_json line_json(const ocr::OcrLine& l) {
+  nlohmann::ordered_json box = nlohmann::ordered_json::array();
+  for (int i = 0; i < 4; ++i) box.push_back({std::lround(l.box[i].x), std::lround(l.box[i].y)});
+  return {{"text", l.text}, {"score", rounded(l.score, 1e4)}, {"box", box}};
 }
 
 }  // namespace
 
 int cmd_ocr(int argc, char** argv) {
   Args args(argc, argv, 2, with_precision_flags({"--threads", "--pipeline", "--models", "--max-side", "--unclip", "--fp32-models"}),
-            {"--help", "--json", "--no-cls"});
+            {"--help", "--json", "--jsonl", "--no-cls"});
   if (args.has("--help") || args.positional().empty()) {
     std::fputs(
-        "usage: mminfer ocr IMAGE... [--json] [--threads N] [--pipeline DIR] [--max-side N] [--unclip R] [--no-cls]\n"
+        "usage: mminfer ocr IMAGE... [--json | --jsonl] [--threads N] [--pipeline DIR] [--max-side N] [--unclip R] [--no-cls]\n"
         "  text lines of each image (JPEG, PNG, BMP, GIF, WebP) in reading order; --json prints one\n"
-        "  object per image: {\"file\", \"lines\": [{\"text\", \"score\", \"box\"}], \"ms\"}\n"
+        "  document {\"results\": [...]} with an object per image: {\"file\", \"lines\": [{\"text\", \"score\",\n"
+        "  \"box\"}], \"ms\"} ({\"file\", \"error\"} when it fails); --jsonl prints those objects one a line\n"
         "  --pipeline (or --models): an ocr pipeline folder, with a pipeline.json or the PP-OCRv4\n"
         "    det/cls/rec models and ppocr_keys_v1.txt by their names (default models/ppocr)\n"
         "  --max-side: the detector's longer input side (960); --unclip: how far boxes grow (2.0);\n"
@@ -79,7 +78,7 @@ int cmd_ocr(int argc, char** argv) {
     if (!(options.db.unclip_ratio > 0 && options.db.unclip_ratio < 10)) throw Error("--unclip must be between 0 and 10");
   }
   ocr::OcrPipeline pipeline(manifest, session, options);
-  bool json = args.has("--json");
+  JsonResults json(json_flag(args));
   int failures = 0;
   for (const std::string& file : args.positional()) {
     auto t0 = std::chrono::steady_clock::now();
@@ -89,24 +88,22 @@ int cmd_ocr(int argc, char** argv) {
       lines = pipeline.run(image::decode_image(bytes));
     } catch (const Error& e) {
       ++failures;
-      if (json)
-        std::printf("{\"file\": \"%s\", \"error\": \"%s\"}\n", runtime::json_escape(file).c_str(), runtime::json_escape(e.what()).c_str());
+      if (json.on()) json.add({{"file", file}, {"error", e.what()}});
       std::fprintf(stderr, "mminfer ocr: error: %s: %s\n", file.c_str(), e.what());
       continue;
     }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (json) {
-      std::string out = "{\"file\": \"" + runtime::json_escape(file) + "\", \"lines\": [";
-      for (size_t i = 0; i < lines.size(); ++i) out += (i ? ", " : "") + line_json(lines[i]);
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.2f", ms);
-      std::printf("%s], \"ms\": %s}\n", out.c_str(), buf);
+    if (json.on()) {
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (const ocr::OcrLine& l : lines) list.push_back(line_json(l));
+      json.add({{"file", file}, {"lines", list}, {"ms", rounded(ms, 100)}});
     } else {
-      if (args.positional().size() > 1) std::printf("== %s (%.1f ms)\n", file.c_str(), ms);
+      if (args.positional().size() > 1) std::printf("== %s\n", file.c_str());  // the time is in --json
       for (const ocr::OcrLine& l : lines) std::printf("%s\n", l.text.c_str());
     }
     std::fflush(stdout);
   }
+  json.finish();
   return failures ? 1 : 0;
 }
 

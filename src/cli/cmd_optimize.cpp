@@ -10,6 +10,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/calibration.h"
+#include "cli/json_output.h"
+#include "cli/progress.h"
 #include "cli/precision_guard.h"
 #include "cli/tensor_inputs.h"
 #include "onnx/dynamic_int8_writer.h"
@@ -59,12 +61,13 @@ int cmd_optimize(int argc, char** argv) {
             with_precision_flags({"-o", "--output", "--quantize", "--input", "--shape", "--int-range", "--min-cosine", "--report",
                                   "--threads", "--calib", "--calib-method", "--percentile", "--calib-preprocess",
                                   "--calib-limit", "--calib-pipeline"}),
-            {"--help", "--sensitivity"});
+            {"--help", "--sensitivity", "--json", "--progress", "--no-progress", "--quiet"});
   if (args.has("--help") || args.positional().size() != 1 || !(args.has("-o") || args.has("--output"))) {
     std::fputs(
         "usage: mminfer optimize IN.onnx -o|--output OUT.onnx [--quantize int8] [--precision SPEC] [--keep-fp32 REGEX]\n"
         "                        [--fp32-edges on|off] [--input NAME=F.npy | --shape NAME=AxB]... [--int-range NAME=LO:HI]\n"
-        "                        [--min-cosine X] [--sensitivity] [--report FILE.json] [--threads N]\n"
+        "                        [--min-cosine X] [--sensitivity] [--report FILE.json] [--json] [--threads N]\n"
+        "                        [--progress | --no-progress | --quiet]\n"
         "                        [--calib DIR [--calib-method minmax|percentile|entropy] [--percentile P]\n"
         "                         [--calib-preprocess clip|ocr-det | --calib-pipeline DIR] [--calib-limit N]]\n"
         "  writes the MatMuls the policy picks (default: every modality INT8, first, last and projection\n"
@@ -79,9 +82,13 @@ int cmd_optimize(int argc, char** argv) {
         "  is compared with FP32 on the evaluation inputs (--input files, else random ones of --shape or\n"
         "  the model's fixed shapes); --min-cosine X moves the most sensitive layers back to FP32 until\n"
         "  each output's cosine is at least X; --sensitivity measures every layer alone; --report writes\n"
-        "  all of it as JSON.\n",
+        "  all of it as JSON; --json prints the summary as one JSON document on stdout.\n"
+        "  Models with symbolic input shapes need no --shape: the weights are quantized without shapes (as\n"
+        "  ONNX Runtime's quantizer does), calibration takes its shapes from the calibration inputs, and\n"
+        "  the accuracy check runs on the --input/--shape inputs or the first calibration samples; with\n"
+        "  none of those it is skipped, and --min-cosine and --sensitivity, which need it, say so.\n",
         args.usage_stream());
-    if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream());
+    if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream()), std::fputs(kProgressUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   std::string quantize = args.get("--quantize", "int8");
@@ -97,6 +104,8 @@ int cmd_optimize(int argc, char** argv) {
   for (Precision p : policy.by_modality) any = any || p == Precision::kInt8 || p == Precision::kFp16;
   if (!any) throw Error("--precision puts nothing in INT8 or FP16; optimize writes those layers only");
   int threads = threads_flag(args);
+  ProgressMode progress_mode = progress_flag(args);
+  const bool quiet = args.has("--quiet");
 
   onnx::ModelProto model = read_model(in);
   const bool calibrated = args.has("--calib");
@@ -121,7 +130,9 @@ int cmd_optimize(int argc, char** argv) {
   SessionOptions opts;
   opts.threads = threads;
   std::unique_ptr<Session> session;
+  Progress progress("loading " + std::filesystem::path(in).filename().string(), 1, progress_mode);
   if (Status st = Session::load(in, opts, &session); !st) throw Error(st.message());
+  progress.finish();
   std::string base_dir = std::filesystem::path(in).parent_path().string();
   if (base_dir.empty()) base_dir = ".";
   std::map<std::string, std::pair<float, float>> ranges;  // calibrated, with --calib
@@ -131,6 +142,7 @@ int cmd_optimize(int argc, char** argv) {
     onnx_io::write_fp16_weights(m, only(chosen, "fp16"), base_dir);
   };
   std::vector<std::vector<NamedTensor>> evaluation;
+  std::vector<Sample> samples;  // with --calib DIR of .npy files or images
   if (calibrated) {
     CalibrationMethod method = parse_calibration_method(args.get("--calib-method", "percentile"));
     double percentile = args.get_double("--percentile", 99.99);
@@ -140,14 +152,19 @@ int cmd_optimize(int argc, char** argv) {
     std::set<std::string> activations;
     for (const std::string& l : layers)
       if (precision_of[l] == "int8") activations.insert(activation_of[l]);
-    std::vector<Sample> samples;
     CalibrationRun run;
+    const int passes = method == CalibrationMethod::kMinMax ? 1 : 2;  // range, then histogram
+    int pass = 0;
+    CalibrationSteps steps = [&](size_t done, size_t total) {
+      if (done == 0) progress.restart("calibration pass " + std::to_string(++pass) + "/" + std::to_string(passes), total);
+      else progress.set(done);
+    };
     if (args.has("--calib-pipeline")) {
       if (args.has("--calib-preprocess")) throw Error("give --calib-pipeline or --calib-preprocess, not both");
-      run = run_pipeline(args.get("--calib-pipeline"), args.get("--calib"), static_cast<size_t>(limit));
+      run = run_pipeline(args.get("--calib-pipeline"), args.get("--calib"), static_cast<size_t>(limit), steps);
     } else {
       samples = calibration_samples(args.get("--calib"), *session, args.get("--calib-preprocess", ""), static_cast<size_t>(limit));
-      run = run_samples(in, samples);
+      run = run_samples(in, samples, steps);
     }
     // Evaluated on what the pipeline feeds the model, unless the command line gives inputs.
     std::vector<std::string> input_names;
@@ -155,34 +172,80 @@ int cmd_optimize(int argc, char** argv) {
     bool own_inputs = args.has("--calib-pipeline") && !args.has("--input") && !args.has("--shape");
     ranges = calibrate_ranges(in, activations, run, method, percentile, threads, input_names, own_inputs ? 4 : 0,
                               &evaluation);
-    std::printf("calibrated %zu activations (%s)\n", activations.size(), args.get("--calib-method", "percentile").c_str());
+    progress.finish();
+    if (!quiet)
+      std::fprintf(stderr, "mminfer optimize: calibrated %zu activations (%s)\n", activations.size(),
+                   args.get("--calib-method", "percentile").c_str());
   }
-  if (evaluation.empty()) evaluation.push_back(model_inputs(args, *session));
-  PrecisionGuard guard(model, in, *session, evaluation, threads, writer);
-  session.reset();  // the FP32 reference is taken
-  GuardReport report = guard.choose(layers, min_cosine, args.has("--sensitivity"));
+  // The accuracy check runs the models, so it needs concrete input shapes: from the command line,
+  // the model's fixed shapes, or else the calibration samples themselves.
+  const std::string symbolic = first_symbolic_input(*session);
+  const bool given_inputs = args.has("--input") || args.has("--shape");
+  if (evaluation.empty() && (given_inputs || symbolic.empty()))
+    evaluation.push_back(model_inputs(args, *session, "the accuracy check against FP32"));
+  for (size_t i = 0; evaluation.empty() && i < samples.size() && i < 4; ++i) evaluation.push_back(samples[i]);
+  GuardReport report;
+  onnx::ModelProto result;
+  if (evaluation.empty()) {
+    if (min_cosine > 0 || args.has("--sensitivity"))
+      throw Error(std::string(args.has("--sensitivity") ? "--sensitivity" : "--min-cosine") +
+                  " compares outputs with FP32, which needs inputs of a concrete shape, and input " + symbolic +
+                  " is symbolic: give --shape NAME=AxB..., --input NAME=F.npy or --calib");
+    // Shape-free, as ONNX Runtime's quantizer works: every chosen layer rewritten, nothing measured.
+    session.reset();
+    report.int8 = layers;
+    result = model;
+    writer(result, {layers.begin(), layers.end()});
+    if (!quiet)
+      std::fprintf(stderr,
+                   "mminfer optimize: input %s is symbolic: quantized without shapes, accuracy not measured (give\n"
+                   "  --shape or --input to compare with FP32)\n",
+                   symbolic.c_str());
+  } else {
+    PrecisionGuard guard(model, in, *session, evaluation, threads, writer);
+    session.reset();  // the FP32 reference is taken
+    guard.on_steps([&](const std::string& stage, size_t done, size_t total) {
+      if (done == 0) progress.restart(stage, total);
+      else progress.set(done);
+    });
+    report = guard.choose(layers, min_cosine, args.has("--sensitivity"));
+    progress.finish();
+    result = guard.write({report.int8.begin(), report.int8.end()});
+  }
   report.precision = precision_of;
-  onnx::ModelProto result = guard.write({report.int8.begin(), report.int8.end()});
   {
     std::ofstream f(out, std::ios::binary);
     if (!f || !result.SerializeToOstream(&f)) throw Error("cannot write " + out);
   }
   size_t fp16 = 0;
   for (const std::string& l : report.int8) fp16 += precision_of[l] == "fp16";
+  if (args.has("--report")) {
+    std::ofstream f(args.get("--report"));
+    if (!f) throw Error("cannot write " + args.get("--report"));
+    f << report.to_json() << "\n";
+  }
+  if (min_cosine > 0 && report.min_cosine < min_cosine)
+    std::fprintf(stderr, "mminfer optimize: every layer is back in FP32 and the bound %.6f still does not hold (min %.6f)\n",
+                 min_cosine, report.min_cosine);
+  if (args.has("--json")) {
+    nlohmann::ordered_json doc = {{"output", out},
+                                  {"form", calibrated ? "static QDQ" : "dynamic INT8"},
+                                  {"int8", report.int8.size() - fp16},
+                                  {"fp16", fp16},
+                                  {"fp32_fallback", report.fp32_fallback.size()},
+                                  {"chosen", layers.size()},
+                                  {"candidates", candidates.size()},
+                                  {"accuracy_measured", !evaluation.empty()},
+                                  {"report", nlohmann::ordered_json::parse(report.to_json())}};
+    std::printf("%s\n", json_text(doc).c_str());
+    return 0;
+  }
   std::printf("%s: %zu of %zu %s in INT8, %zu in FP16 (%zu fell back to FP32), %zu candidates with constant weights\n",
               out.c_str(), report.int8.size() - fp16, layers.size(), calibrated ? "MatMuls/Convs (static QDQ)" : "MatMuls", fp16,
               report.fp32_fallback.size(), candidates.size());
   for (const OutputAccuracy& o : report.outputs)
     std::printf("  %s: cosine to FP32 min %.6f, mean %.6f, max abs error %.4g\n", o.name.c_str(), o.min_cosine,
                 o.mean_cosine, o.max_abs_error);
-  if (min_cosine > 0 && report.min_cosine < min_cosine)
-    std::printf("  every layer is back in FP32 and the bound %.6f still does not hold (min %.6f)\n", min_cosine,
-                report.min_cosine);
-  if (args.has("--report")) {
-    std::ofstream f(args.get("--report"));
-    if (!f) throw Error("cannot write " + args.get("--report"));
-    f << report.to_json() << "\n";
-  }
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "serve/json_file.h"
 #include "serve/server.h"
 
@@ -81,7 +82,7 @@ int cmd_serve(int argc, char** argv) {
   Args args(argc, argv, 2,
             {"--repository", "--host", "--port", "--config", "--io-threads", "--api-key-file", "--admin-key-file", "--cors-origin",
              "--allowed-host", "--tls-cert", "--tls-key"},
-            {"--help", "--no-cache"});
+            {"--help", "--no-cache", "--progress", "--no-progress", "--quiet"});
   if (args.has("--help") || !args.positional().empty()) {
     std::fputs(
         "usage: mminfer serve [--repository DIR] [--host 127.0.0.1] [--port 8000] [--config FILE] [--io-threads N] [--no-cache]\n"
@@ -99,8 +100,10 @@ int cmd_serve(int argc, char** argv) {
         "                         Checked when bound to loopback or when given (DNS rebinding)\n"
         "  --tls-cert FILE --tls-key FILE   serve https (PEM certificate chain and key)\n"
         "  config http.max_connections_per_client (default max_connections/4, over it 429) and\n"
-        "  http.first_request_timeout_ms (default 10000: a connection silent that long is closed)\n",
+        "  http.first_request_timeout_ms (default 10000: a connection silent that long is closed)\n"
+        "  stdout says where it listens; loading, per model, and other logs go to stderr\n",
         args.usage_stream());
+    if (args.has("--help")) std::fputs(kProgressUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   serve::ServerOptions options;
@@ -131,8 +134,27 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  std::printf("mminfer serve: loading the models of %s\n", options.repository.c_str());
-  std::fflush(stdout);
+  // Logs on stderr; stdout says where it listens (the one thing a script needs from it).
+  ProgressMode progress_mode = progress_flag(args);
+  std::fprintf(stderr, "mminfer serve: loading the models of %s\n", options.repository.c_str());
+  std::unique_ptr<Progress> bar;
+  options.on_load = [&](const serve::LoadEvent& e) {
+    if (!e.done) {
+      // Said before the load starts, so a slow model is seen loading rather than a silent server.
+      std::string label = "loading model '" + e.name + "'";
+      if (!bar) bar = std::make_unique<Progress>(label, e.total, progress_mode);
+      bar->relabel(label);
+      if (!bar->drawing())
+        std::fprintf(stderr, "mminfer serve: loading model '%s' (%zu of %zu)\n", e.name.c_str(), e.index + 1, e.total);
+      return;
+    }
+    if (!e.error.empty()) {
+      if (bar->drawing()) std::fputc('\n', stderr);
+      std::fprintf(stderr, "mminfer serve: model '%s' is unavailable: %s\n", e.name.c_str(), e.error.c_str());
+    }
+    bar->set(e.index + 1);
+    if (e.index + 1 == e.total) bar.reset();
+  };
   serve::Server server(options);
   server.start();
   describe_access(server, options);
@@ -143,8 +165,7 @@ int cmd_serve(int argc, char** argv) {
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
-  std::printf("mminfer serve: %s, finishing requests in flight\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  std::fflush(stdout);
+  std::fprintf(stderr, "mminfer serve: %s, finishing requests in flight\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server.shutdown();
   return 0;
 }

@@ -17,9 +17,4 @@ std::string short_text(const std::string& s, size_t max_bytes) {
 
 std::string one_line_text(const std::string& s) { return s.empty() ? "''" : one_line(s); }
 
-void print_json_line(const nlohmann::ordered_json& value) {
-  std::string line = value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-  std::printf("%s\n", line.c_str());
-}
-
 }  // namespace mminfer::cli

@@ -1,8 +1,6 @@
-// Printing what users typed or files held: one printable line, valid UTF-8, JSON lines.
+// Printing what users typed or files held: one printable line, valid UTF-8.
 #pragma once
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace mminfer::cli {
 
@@ -11,7 +9,5 @@ namespace mminfer::cli {
 std::string short_text(const std::string& s, size_t max_bytes = 60);
 // Control bytes escaped (one_line), so a file name or text cannot break a message in two.
 std::string one_line_text(const std::string& s);
-// One JSON object per line; invalid UTF-8 in strings becomes U+FFFD rather than an exception.
-void print_json_line(const nlohmann::ordered_json& value);
 
 }  // namespace mminfer::cli

@@ -118,15 +118,26 @@ std::vector<OutputAccuracy> PrecisionGuard::measure(const std::set<std::string>&
 
 GuardReport PrecisionGuard::choose(const std::vector<std::string>& layers, double min_cosine, bool sensitivity) {
   GuardReport r;
+  auto step = [&](const char* stage, size_t done, size_t total) {
+    if (steps_) steps_(stage, done, total);
+  };
   std::set<std::string> chosen(layers.begin(), layers.end());
+  step("accuracy check", 0, 1);
   r.outputs = measure(chosen);
   r.min_cosine = worst(r.outputs);
+  step("accuracy check", 1, 1);
   bool fall_back = min_cosine > 0 && r.min_cosine < min_cosine;
   if (sensitivity || fall_back) {
-    for (const std::string& l : layers) r.sensitivity.emplace_back(l, worst(measure({l})));
+    step("layer sensitivity", 0, layers.size());
+    for (const std::string& l : layers) {
+      r.sensitivity.emplace_back(l, worst(measure({l})));
+      step("layer sensitivity", r.sensitivity.size(), layers.size());
+    }
     std::stable_sort(r.sensitivity.begin(), r.sensitivity.end(), [](auto& a, auto& b) { return a.second < b.second; });
   }
+  // At most every layer falls back; the bar counts against that bound.
   for (size_t i = 0; fall_back && i < r.sensitivity.size(); ++i) {
+    step("falling back to FP32", i, r.sensitivity.size());
     chosen.erase(r.sensitivity[i].first);
     r.fp32_fallback.push_back(r.sensitivity[i].first);
     r.outputs = measure(chosen);

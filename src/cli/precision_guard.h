@@ -52,6 +52,9 @@ class PrecisionGuard {
   onnx::ModelProto write(const std::set<std::string>& layers) const;
   // The folder of the model's file (external data resolves from it).
   const std::string& base_dir() const { return base_dir_; }
+  // Told (stage, done, total) as choose() measures trial models, for a progress bar.
+  using Steps = std::function<void(const std::string& stage, size_t done, size_t total)>;
+  void on_steps(Steps steps) { steps_ = std::move(steps); }
 
  private:
   const onnx::ModelProto& model_;
@@ -61,6 +64,7 @@ class PrecisionGuard {
   int threads_;
   std::vector<std::string> names_;
   std::vector<std::vector<Tensor>> reference_;  // per entry of inputs_
+  Steps steps_;
 };
 
 }  // namespace mminfer::cli

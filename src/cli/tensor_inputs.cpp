@@ -47,7 +47,31 @@ Tensor random_tensor(DType dtype, const Shape& shape, const IntRange& range, std
   return t;
 }
 
-std::vector<NamedTensor> model_inputs(const Args& args, const Session& session) {
+namespace {
+
+bool fixed_shape(const ValueInfo& info) {
+  bool fixed = info.has_shape;
+  for (int64_t d : info.dims) fixed = fixed && d >= 0;
+  return fixed;
+}
+
+}  // namespace
+
+std::string first_symbolic_input(const Session& session) {
+  for (const ValueInfo& info : session.inputs()) {
+    if (fixed_shape(info)) continue;
+    std::string dims;
+    for (size_t i = 0; i < info.dims.size(); ++i) {
+      std::string d = info.dims[i] >= 0 ? std::to_string(info.dims[i])
+                      : i < info.symbols.size() && !info.symbols[i].empty() ? info.symbols[i] : "?";
+      dims += (i ? ", " : "") + d;
+    }
+    return "'" + info.name + "' " + (info.has_shape ? "[" + dims + "]" : "(no shape)");
+  }
+  return "";
+}
+
+std::vector<NamedTensor> model_inputs(const Args& args, const Session& session, const std::string& needed_by) {
   std::map<std::string, Tensor> given;
   std::map<std::string, Shape> shapes;
   std::map<std::string, IntRange> ranges;
@@ -81,9 +105,10 @@ std::vector<NamedTensor> model_inputs(const Args& args, const Session& session) 
     if (shapes.count(info.name)) {
       shape = shapes[info.name];
     } else {
-      bool fixed = info.has_shape;
-      for (int64_t d : info.dims) fixed = fixed && d >= 0;
-      if (!fixed) throw Error("input '" + info.name + "' has a symbolic shape; give it with --shape " + info.name + "=AxB...");
+      if (!fixed_shape(info))
+        throw Error("input '" + info.name + "' has a symbolic shape; " +
+                    (needed_by.empty() ? "" : needed_by + " needs a concrete one: ") + "give it with --shape " + info.name +
+                    "=AxB... or --input " + info.name + "=F.npy");
       shape = info.dims;
     }
     DType dt = info.dtype == DType::kUndefined ? DType::kFloat32 : info.dtype;

@@ -41,17 +41,22 @@ std::string ModelRepository::model_dir(const std::string& name) const {
   return (fs::path(root_) / name).string();
 }
 
-void ModelRepository::load_all() {
+void ModelRepository::load_all(const LoadListener& listener) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(root_))
     if (e.is_directory() && valid_name(e.path().filename().string())) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  for (const std::string& n : names) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
+    if (listener) listener({n, i, names.size(), false, ""});
+    std::string error;
     try {
       load(n);
     } catch (const std::exception& ex) {
-      std::fprintf(stderr, "mminfer serve: model '%s' is unavailable: %s\n", n.c_str(), ex.what());
+      error = ex.what();
+      if (!listener) std::fprintf(stderr, "mminfer serve: model '%s' is unavailable: %s\n", n.c_str(), ex.what());
     }
+    if (listener) listener({n, i, names.size(), true, error});
   }
 }
 

@@ -5,6 +5,7 @@
 // load request names (to roll back). A new version is built before it replaces the old one,
 // and requests already queued on the old one finish on it.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,12 +18,24 @@
 
 namespace mminfer::serve {
 
+// What load_all tells its caller as it goes, so that the command line can say it (the server
+// prints nothing of its own): model `name`, number `index` of `total`, starting (done false) or
+// finished (done true, `error` empty when it loaded).
+struct LoadEvent {
+  std::string name;
+  size_t index = 0, total = 0;
+  bool done = false;
+  std::string error;
+};
+using LoadListener = std::function<void(const LoadEvent&)>;
+
 class ModelRepository {
  public:
   ModelRepository(std::string root, BatchObserver observer);
 
-  // Loads every model folder; a model that fails is listed as UNAVAILABLE with its reason.
-  void load_all();
+  // Loads every model folder; a model that fails is listed as UNAVAILABLE with its reason (told to
+  // `listener`, else printed on stderr).
+  void load_all(const LoadListener& listener = {});
   // Loads `version` of model `name` (0: the highest) and serves it. Throws Error on failure;
   // the version served before, if any, keeps serving then.
   void load(const std::string& name, int version = 0);

@@ -65,7 +65,7 @@ Server::Server(ServerOptions options)
       options_.repository, [this](const std::string& model, const char* queue, size_t batch, double queue_ms, double compute_ms) {
         observe_batch(model, queue, batch, queue_ms, compute_ms);
       });
-  repository_->load_all();
+  repository_->load_all(options_.on_load);
   http_ = std::make_unique<HttpServer>(options_.http, [this](HttpRequest req, Reply reply) { handle(std::move(req), std::move(reply)); });
   http_->shape_errors([](std::string_view path, HttpResponse& r) {
     if (is_openai_path(split_path(std::string(path)))) to_openai_envelope(r);

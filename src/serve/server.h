@@ -30,6 +30,7 @@ struct ServerOptions {
   AccessOptions access;
   bool cache = true;
   ResultCache::Options cache_options;
+  LoadListener on_load;  // told as each model of the repository loads at start-up
 };
 
 class Server {

@@ -1,5 +1,5 @@
 """Every route's happy path, checked against independent answers: numpy for the tensor model,
-`mminfer embed --json` for embeddings, the rendered text for OCR, torch's probabilities for
+`mminfer embed --jsonl` for embeddings, the rendered text for OCR, torch's probabilities for
 zero-shot labels."""
 import base64
 import json
@@ -97,7 +97,7 @@ def test_kserve_infer_json_and_binary(ctx):
 
 
 def cli_embeddings(ctx, pipeline, args):
-    out = subprocess.run([ctx.mminfer, "embed", "--pipeline", pipeline, "--json"] + args, capture_output=True, text=True,
+    out = subprocess.run([ctx.mminfer, "embed", "--pipeline", pipeline, "--jsonl"] + args, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, f"mminfer embed failed: {out.stderr}"
     return [np.asarray(json.loads(line)["embedding"], np.float32) for line in out.stdout.splitlines()]

@@ -1,0 +1,37 @@
+#include "cli/json_output.h"
+
+#include <cstdio>
+
+#include "cli/args.h"
+#include "mminfer/status.h"
+
+namespace mminfer::cli {
+
+JsonForm json_flag(const Args& args) {
+  if (args.has("--json") && args.has("--jsonl"))
+    throw Error("give --json (one document) or --jsonl (a line per input), not both");
+  if (args.has("--json")) return JsonForm::kDocument;
+  return args.has("--jsonl") ? JsonForm::kLines : JsonForm::kNone;
+}
+
+std::string json_text(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+void JsonResults::add(nlohmann::ordered_json result) {
+  if (form_ == JsonForm::kLines) {
+    std::printf("%s\n", json_text(result).c_str());
+    std::fflush(stdout);
+  } else if (form_ == JsonForm::kDocument) {
+    results_.push_back(std::move(result));
+  }
+}
+
+void JsonResults::finish() {
+  if (form_ != JsonForm::kDocument) return;
+  std::printf("%s\n", json_text(nlohmann::ordered_json{{"results", results_}}).c_str());
+  std::fflush(stdout);
+  results_ = nlohmann::ordered_json::array();
+}
+
+}  // namespace mminfer::cli
