@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "serve/content_encoding.h"
+
 namespace mminfer::serve {
 
 HttpResponse error_response(int status, const std::string& message) {
@@ -129,6 +131,14 @@ void Server::handle(HttpRequest req, Reply reply) {
     reply(std::move(res));
   };
   if (stopping_) return counted(error_response(503, "the server is shutting down"));
+  if (std::string_view coding = req.header("content-encoding"); !coding.empty()) {
+    DecodedBody d = decode_content_encoding(coding, req.body, options_.http.max_body_bytes);
+    if (d.status != 200) {
+      HttpResponse r = error_response(d.status, d.error);
+      if (d.status == 415) r.headers.emplace_back("Accept-Encoding", "gzip, deflate");
+      return counted(std::move(r));
+    }
+  }
   try {
     route(req, counted);
   } catch (const std::exception& e) {
