@@ -192,27 +192,32 @@ InferRequest parse_infer_request(const std::string& body, std::optional<size_t> 
           throw Error(what + ": dimension " + std::to_string(d) + " must be " + std::to_string(info.dims[d]) + ", got " +
                       std::to_string(shape[d]));
     }
-    Tensor tensor = Tensor::empty(t, shape);
+    // Nothing is allocated until the data actually present has been counted: an 83-byte body
+    // claiming 2^28 elements must not cost 2 GiB.
+    size_t nbytes = count * dtype_size(t);
     const json* params = in.contains("parameters") && in["parameters"].is_object() ? &in["parameters"] : nullptr;
     if (params && params->contains("binary_data_size")) {
       const json& bs = (*params)["binary_data_size"];
       if (!bs.is_number_unsigned()) throw Error(what + ": binary_data_size must be an integer >= 0");
       size_t n = bs.get<size_t>();
       if (!header_length) throw Error(what + ": binary data needs the Inference-Header-Content-Length header");
-      if (n != tensor.nbytes())
-        throw Error(what + ": binary_data_size is " + std::to_string(n) + " bytes, the shape needs " + std::to_string(tensor.nbytes()));
-      if (binary_offset + n > body.size()) throw Error(what + ": the body ends before its binary data");
+      if (n != nbytes)
+        throw Error(what + ": binary_data_size is " + std::to_string(n) + " bytes, the shape needs " + std::to_string(nbytes));
+      if (n > body.size() - binary_offset) throw Error(what + ": the body ends before its binary data");
+      Tensor tensor = Tensor::empty(t, shape);
       std::memcpy(tensor.raw(), body.data() + binary_offset, n);
       binary_offset += n;
+      given[k] = std::move(tensor);
     } else {
       if (!in.contains("data")) throw Error(what + " has no 'data'");
       std::vector<const json*> vals;
       flatten(in["data"], vals, what);
       if (vals.size() != count)
         throw Error(what + ": " + std::to_string(vals.size()) + " values for a shape of " + std::to_string(count) + " elements");
+      Tensor tensor = Tensor::empty(t, shape);
       store_json(t, vals, tensor, what);
+      given[k] = std::move(tensor);
     }
-    given[k] = std::move(tensor);
   }
   if (binary_offset != body.size() && header_length)
     throw Error(std::to_string(body.size() - binary_offset) + " bytes of binary data are not claimed by any input");

@@ -1,4 +1,5 @@
-"""KServe v2 / Triton as its users call it: request bodies sent with Content-Encoding."""
+"""KServe v2 / Triton as its users call it: request bodies sent with Content-Encoding, and
+hostile bodies that must cost no memory."""
 import gzip
 import json
 import zlib
@@ -6,6 +7,7 @@ import zlib
 import numpy as np
 
 from e2e_routes import tiny_expected, tiny_json_request
+from serve_harness import in_threads
 
 
 def peak_mib_from_now(server):
@@ -43,4 +45,38 @@ def test_gzip_and_deflate_bodies(ctx):
     ctx.figures["gzip bomb"] = f"{len(bomb)} bytes -> 413, peak RSS +{grew:.1f} MiB"
 
 
-TESTS = [test_gzip_and_deflate_bodies]
+def hostile_bodies():
+    """(what, body, headers, words): small bodies that claim huge tensors of tiny's input x [-1, 4]."""
+    claim = [16777216, 4]  # 2^26 FP32 values: 256 MiB if allocated before the data is counted
+    head = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": claim,
+                                   "parameters": {"binary_data_size": 4 << 26}}]}).encode()
+    return [
+        ("a shape far larger than its data", json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": claim,
+                                                                      "data": [1]}]}).encode(), {}, ["1 values", "67108864"]),
+        ("a lying binary_data_size", head + b"\0" * 16, {"Inference-Header-Content-Length": str(len(head))},
+         ["ends before its binary data"]),
+        ("a shape whose product overflows", json.dumps({"inputs": [{"name": "x", "datatype": "FP32",
+                                                                     "shape": [1 << 62, 4], "data": [1]}]}).encode(), {},
+         ["too large"]),
+        ("a negative dimension", json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-3, 4],
+                                                          "data": [1]}]}).encode(), {}, [">= 0"]),
+    ]
+
+
+def test_hostile_bodies_cost_no_memory(ctx):
+    s = ctx.server
+    before = peak_mib_from_now(s)
+    cases = hostile_bodies()
+    results = in_threads(len(cases) * 2, lambda i: s.request("POST", "/v2/models/tiny/infer", body=cases[i % len(cases)][1],
+                                                           headers=cases[i % len(cases)][2], timeout=120))
+    grew = s.memory_kib("VmHWM") / 1024 - before
+    assert s.get("/v2/health/live").status == 200, "health after the hostile bodies"
+    for i, r in enumerate(results):
+        what, _, _, words = cases[i % len(cases)]
+        assert not isinstance(r, Exception), f"{what}: {r!r}"
+        assert r.status == 400 and all(w in r.error() for w in words), f"{what}: expected 400 with {words}, got {r.status} {r.error()}"
+    assert grew < 64, f"{len(results)} hostile bodies of <300 bytes raised the server's peak memory by {grew:.0f} MiB"
+    ctx.figures["hostile bodies"] = f"{len(results)} concurrent -> 400, peak RSS +{grew:.1f} MiB"
+
+
+TESTS = [test_gzip_and_deflate_bodies, test_hostile_bodies_cost_no_memory]
