@@ -15,7 +15,7 @@ namespace mminfer::cli {
 namespace {
 
 // --config FILE: {"http": {"io_threads", "max_body_bytes", "read_timeout_ms", "idle_timeout_ms",
-// "max_connections"}, "cache": {"enabled", "policy": "lru"|"lfu"|"fifo", "bytes", "ttl_ms"}}.
+// "max_connections"}, "server": {"strict_readiness"}, "cache": {"enabled", "policy": "lru"|"lfu"|"fifo", "bytes", "ttl_ms"}}.
 void apply_config(const std::string& path, serve::ServerOptions& o) {
   nlohmann::json j = serve::read_json_file(path);
   auto number = [&](const nlohmann::json& sec, const char* s, const char* key, double lo, double hi) {
@@ -34,7 +34,10 @@ void apply_config(const std::string& path, serve::ServerOptions& o) {
       else if (section == "http" && key == "read_timeout_ms") o.http.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(number(body, s, "read_timeout_ms", 10, 3.6e6)));
       else if (section == "http" && key == "idle_timeout_ms") o.http.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(number(body, s, "idle_timeout_ms", 10, 3.6e6)));
       else if (section == "http" && key == "max_connections") o.http.max_connections = static_cast<size_t>(number(body, s, "max_connections", 1, 1e6));
-      else if (section == "cache" && key == "enabled") {
+      else if (section == "server" && key == "strict_readiness") {
+        if (!v.is_boolean()) throw Error(path + ": server.strict_readiness must be true or false");
+        o.strict_readiness = v.get<bool>();
+      } else if (section == "cache" && key == "enabled") {
         if (!v.is_boolean()) throw Error(path + ": cache.enabled must be true or false");
         o.cache = v.get<bool>();
       } else if (section == "cache" && key == "policy") {
@@ -50,13 +53,16 @@ void apply_config(const std::string& path, serve::ServerOptions& o) {
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--repository", "--host", "--port", "--config", "--io-threads"}, {"--help", "--no-cache"});
+  Args args(argc, argv, 2, {"--repository", "--host", "--port", "--config", "--io-threads"}, {"--help", "--no-cache", "--strict-readiness"});
   if (args.has("--help") || !args.positional().empty()) {
     std::fputs(
         "usage: mminfer serve [--repository DIR] [--host 127.0.0.1] [--port 8000] [--config FILE] [--io-threads N] [--no-cache]\n"
+        "                    [--strict-readiness]\n"
         "  serves every model folder of DIR (models/repository): KServe v2 at /v2, /v1/embeddings,\n"
         "  /v1/ocr, /v1/classify, Prometheus metrics at /metrics and a page at /. Models set their\n"
-        "  batching in DIR/<model>/config.json; FILE sets http and cache options (see README).\n",
+        "  batching in DIR/<model>/config.json; FILE sets http and cache options (see README).\n"
+        "  --strict-readiness: /v2/health/ready is 503 while any model failed to load (Triton's strict\n"
+        "  readiness); without it, ready is 200 whenever the server serves, naming the models that are not.\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
@@ -68,6 +74,7 @@ int cmd_serve(int argc, char** argv) {
   if (args.has("--config")) apply_config(args.get("--config"), options);
   if (args.has("--io-threads")) options.http.io_threads = args.get_int("--io-threads", 2);
   if (args.has("--no-cache")) options.cache = false;
+  if (args.has("--strict-readiness")) options.strict_readiness = true;
 
   // Signals are taken by sigwait below: block them before any thread starts, so none of the
   // server's threads is interrupted by them.

@@ -61,6 +61,7 @@ Server::Server(ServerOptions options)
         observe_batch(model, queue, batch, queue_ms, compute_ms);
       });
   repository_->load_all();
+  parse_pool_ = std::make_unique<WorkPool>(options_.parse_threads, 256);
   http_ = std::make_unique<HttpServer>(options_.http, [this](HttpRequest req, Reply reply) { handle(std::move(req), std::move(reply)); });
 }
 
@@ -73,6 +74,7 @@ void Server::shutdown() {
   http_->stop_accepting();
   // Requests already accepted finish: wait until every one has been answered and written.
   for (int i = 0; i < 6000 && http_->requests_in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  parse_pool_->stop();
   http_->stop();
 }
 
@@ -82,6 +84,7 @@ void Server::observe_batch(const std::string& model, const char* queue, size_t b
   metrics_.histogram("mminfer_queue_seconds", "Time a batch's first request waited in the queue", l).observe(queue_ms / 1e3);
   metrics_.histogram("mminfer_compute_seconds", "Time one batch took to run", l).observe(compute_ms / 1e3);
   metrics_.counter("mminfer_batches_total", "Batches run", l).inc();
+  stats_.record_batch(model, batch, static_cast<uint64_t>(queue_ms * 1e6), static_cast<uint64_t>(compute_ms * 1e6));
 }
 
 std::string Server::render_metrics() {
@@ -139,14 +142,16 @@ void Server::handle(HttpRequest req, Reply reply) {
       return counted(std::move(r));
     }
   }
+  auto owner = std::make_shared<const HttpRequest>(std::move(req));
   try {
-    route(req, counted);
+    route(owner, counted);
   } catch (const std::exception& e) {
     counted(error_response(400, e.what()));
   }
 }
 
-void Server::route(const HttpRequest& req, const Reply& reply) {
+void Server::route(const std::shared_ptr<const HttpRequest>& owner, const Reply& reply) {
+  const HttpRequest& req = *owner;
   std::vector<std::string> p = split_path(req.path);
   bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
   auto method_not_allowed = [&] { reply(error_response(405, req.method + " is not allowed on " + req.path)); };
@@ -170,7 +175,7 @@ void Server::route(const HttpRequest& req, const Reply& reply) {
     if (p[1] == "ocr") return ocr(req, reply);
     if (p[1] == "classify") return classify(req, reply);
   }
-  if (p[0] == "v2") return kserve(req, p, reply);
+  if (p[0] == "v2") return kserve(owner, p, reply);
   reply(error_response(404, "no route " + req.path));
 }
 

@@ -5,7 +5,8 @@
 //   pipelines        POST /v1/ocr (image bytes, or JSON with base64), POST /v1/classify
 //   Prometheus       GET /metrics;  a page for people at GET /
 // Handlers run on the HTTP I/O threads and only parse, look up the cache and queue; models run
-// on their queues' workers.
+// on their queues' workers. KServe infer bodies, which may be large JSON tensors, are parsed on
+// a few workers of their own (parse_pool_), so health checks never wait behind them.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -17,7 +18,9 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/model_repository.h"
+#include "serve/model_stats.h"
 #include "serve/result_cache.h"
+#include "serve/work_pool.h"
 
 namespace mminfer::serve {
 
@@ -26,6 +29,10 @@ struct ServerOptions {
   HttpOptions http;
   bool cache = true;
   ResultCache::Options cache_options;
+  // Triton's --strict-readiness: /v2/health/ready is 503 while any model failed to load. Off,
+  // it is 200 whenever the server can serve, and its body names the models that are not ready.
+  bool strict_readiness = false;
+  size_t parse_threads = 2;  // workers that parse KServe infer bodies, off the I/O threads
 };
 
 class Server {
@@ -43,11 +50,15 @@ class Server {
 
  private:
   void handle(HttpRequest req, Reply reply);
-  void route(const HttpRequest& req, const Reply& reply);
+  void route(const std::shared_ptr<const HttpRequest>& owner, const Reply& reply);
 
   // routes_kserve.cpp
-  void kserve(const HttpRequest& req, const std::vector<std::string>& parts, const Reply& reply);
-  void kserve_infer(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, const Reply& reply);
+  void kserve(const std::shared_ptr<const HttpRequest>& req, const std::vector<std::string>& parts, const Reply& reply);
+  // Queues the parse of the body on parse_pool_; the model's queue runs it after that.
+  void kserve_infer(const std::shared_ptr<const HttpRequest>& req, const std::shared_ptr<ServedModel>& model, const Reply& reply);
+  void kserve_tensor_infer(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, const Reply& reply);
+  void kserve_pipeline_infer(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, const Reply& reply);
+  nlohmann::json health_ready(int* status) const;
   void repository_action(const HttpRequest& req, const std::string& name, const std::string& action, const Reply& reply);
   // routes_v1.cpp
   void embeddings(const HttpRequest& req, const Reply& reply);
@@ -62,7 +73,9 @@ class Server {
   metrics::Registry metrics_;
   std::unique_ptr<ResultCache> cache_;
   FeatureStore features_;
+  ModelStats stats_;  // before the repository: queues draining at its end still count here
   std::unique_ptr<ModelRepository> repository_;
+  std::unique_ptr<WorkPool> parse_pool_;  // after the repository: its jobs use it
   std::unique_ptr<HttpServer> http_;
   std::atomic<bool> stopping_{false};
 };
