@@ -120,6 +120,21 @@ def test_clip_bytes_infer_matches_v1(ctx):
     assert r.status == 400 and "claims 1073741824 bytes" in r.error(), f"lying element length: {r.status} {r.error()}"
 
 
+def test_audio_bytes_infer_matches_v1(ctx):
+    clips = [c for c in ctx.inputs["audio_clips"] if "short" in c or "sweep" in c]
+    mime = lambda p: "audio/flac" if p.endswith(".flac") else "audio/wav"
+    r = ctx.server.post_json("/v1/embeddings", {"model": "audio", "input": [
+        {"audio": f"data:{mime(c)};base64," + base64.b64encode(read(c)).decode()} for c in clips]}, timeout=120)
+    assert r.status == 200, f"/v1/embeddings on audio: {r.status} {r.error()}"
+    want = np.asarray([d["embedding"] for d in r.json()["data"]], np.float32)
+    body, headers = binary_request([("audio", [read(c) for c in clips])], outputs=["audio_embedding"])
+    r = ctx.server.request("POST", "/v2/models/audio/infer", body=body, headers=headers, timeout=120)
+    assert r.status == 200, f"audio BYTES infer: expected 200, got {r.status} {r.error()}"
+    dt, shape, raw = split_binary_response(r)["audio_embedding"]
+    got = np.frombuffer(raw, "<f4").reshape(shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg="v2 audio embeddings differ from /v1")
+
+
 def test_ocr_bytes_infer_matches_v1(ctx):
     s = ctx.server
     png = read(ctx.inputs["ocr_line"]["file"])
@@ -352,6 +367,6 @@ def test_readiness_strict_and_not(ctx):
             strict.stop()
 
 
-TESTS = [test_clip_bytes_infer_matches_v1, test_ocr_bytes_infer_matches_v1, test_pipeline_metadata_is_what_infer_takes,
+TESTS = [test_clip_bytes_infer_matches_v1, test_audio_bytes_infer_matches_v1, test_ocr_bytes_infer_matches_v1, test_pipeline_metadata_is_what_infer_takes,
          test_triton_config_and_stats, test_gzip_and_deflate_bodies, test_hostile_bodies_cost_no_memory,
          test_big_bodies_leave_health_answering, test_readiness_strict_and_not]
