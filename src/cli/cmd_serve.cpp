@@ -18,7 +18,8 @@ namespace mminfer::cli {
 namespace {
 
 // --config FILE: {"http": {"io_threads", "max_body_bytes", "read_timeout_ms", "idle_timeout_ms",
-// "max_connections", "max_connections_per_client", "first_request_timeout_ms"}, "cache": {"enabled", "policy": "lru"|"lfu"|"fifo", "bytes", "ttl_ms"}}.
+// "max_connections", "max_connections_per_client", "first_request_timeout_ms"}, "server": {"strict_readiness"},
+// "cache": {"enabled", "policy": "lru"|"lfu"|"fifo", "bytes", "ttl_ms"}}.
 void apply_config(const std::string& path, serve::ServerOptions& o) {
   nlohmann::json j = serve::read_json_file(path);
   auto number = [&](const nlohmann::json& sec, const char* s, const char* key, double lo, double hi) {
@@ -41,7 +42,10 @@ void apply_config(const std::string& path, serve::ServerOptions& o) {
         o.http.max_connections_per_client = static_cast<size_t>(number(body, s, "max_connections_per_client", 1, 1e6));
       else if (section == "http" && key == "first_request_timeout_ms")
         o.http.first_request_timeout = std::chrono::milliseconds(static_cast<int64_t>(number(body, s, "first_request_timeout_ms", 10, 3.6e6)));
-      else if (section == "cache" && key == "enabled") {
+      else if (section == "server" && key == "strict_readiness") {
+        if (!v.is_boolean()) throw Error(path + ": server.strict_readiness must be true or false");
+        o.strict_readiness = v.get<bool>();
+      } else if (section == "cache" && key == "enabled") {
         if (!v.is_boolean()) throw Error(path + ": cache.enabled must be true or false");
         o.cache = v.get<bool>();
       } else if (section == "cache" && key == "policy") {
@@ -82,10 +86,11 @@ int cmd_serve(int argc, char** argv) {
   Args args(argc, argv, 2,
             {"--repository", "--host", "--port", "--config", "--io-threads", "--api-key-file", "--admin-key-file", "--cors-origin",
              "--allowed-host", "--tls-cert", "--tls-key"},
-            {"--help", "--no-cache", "--progress", "--no-progress", "--quiet"});
+            {"--help", "--no-cache", "--strict-readiness", "--progress", "--no-progress", "--quiet"});
   if (args.has("--help") || !args.positional().empty()) {
     std::fputs(
         "usage: mminfer serve [--repository DIR] [--host 127.0.0.1] [--port 8000] [--config FILE] [--io-threads N] [--no-cache]\n"
+        "                    [--strict-readiness]\n"
         "  serves every model folder of DIR (models/repository): KServe v2 at /v2, /v1/embeddings,\n"
         "  /v1/ocr, /v1/classify, Prometheus metrics at /metrics and a page at /. Models set their\n"
         "  batching in DIR/<model>/config.json; FILE sets http and cache options (see README).\n"
@@ -101,7 +106,9 @@ int cmd_serve(int argc, char** argv) {
         "  --tls-cert FILE --tls-key FILE   serve https (PEM certificate chain and key)\n"
         "  config http.max_connections_per_client (default max_connections/4, over it 429) and\n"
         "  http.first_request_timeout_ms (default 10000: a connection silent that long is closed)\n"
-        "  stdout says where it listens; loading, per model, and other logs go to stderr\n",
+        "  stdout says where it listens; loading, per model, and other logs go to stderr\n"
+        "  --strict-readiness: /v2/health/ready is 503 while any model failed to load (Triton's strict\n"
+        "  readiness); without it, ready is 200 whenever the server serves, naming the models that are not.\n",
         args.usage_stream());
     if (args.has("--help")) std::fputs(kProgressUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -124,6 +131,7 @@ int cmd_serve(int argc, char** argv) {
   if (args.has("--tls-cert") != args.has("--tls-key")) throw Error("TLS needs both --tls-cert FILE and --tls-key FILE");
   for (const char* flag : {"--tls-cert", "--tls-key"})
     if (args.has(flag) && !std::ifstream(args.get(flag))) throw Error(std::string("cannot read the ") + flag + " file " + args.get(flag));
+  if (args.has("--strict-readiness")) options.strict_readiness = true;
 
   // Signals are taken by sigwait below: block them before any thread starts, so none of the
   // server's threads is interrupted by them.

@@ -1,5 +1,6 @@
 #include "serve/kserve_tensors.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -143,6 +144,23 @@ json tensor_json(const Tensor& t) {
 
 }  // namespace
 
+void parse_requested_outputs(const json& j, const std::vector<std::string>& known, std::vector<std::string>& names,
+                             std::set<std::string>& binary, bool& all_binary) {
+  if (j.contains("parameters") && j["parameters"].is_object() && j["parameters"].contains("binary_data_output"))
+    all_binary = j["parameters"]["binary_data_output"].is_boolean() && j["parameters"]["binary_data_output"].get<bool>();
+  if (!j.contains("outputs")) return;
+  if (!j["outputs"].is_array()) throw Error("'outputs' must be a list");
+  for (const json& o : j["outputs"]) {
+    if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) throw Error("each requested output needs a 'name'");
+    std::string name = o["name"].get<std::string>();
+    if (std::find(known.begin(), known.end(), name) == known.end()) throw Error("output '" + name + "' is not an output of the model");
+    names.push_back(name);
+    if (o.contains("parameters") && o["parameters"].is_object() && o["parameters"].contains("binary_data") &&
+        o["parameters"]["binary_data"].is_boolean() && o["parameters"]["binary_data"].get<bool>())
+      binary.insert(name);
+  }
+}
+
 InferRequest parse_infer_request(const std::string& body, std::optional<size_t> header_length,
                                  const std::vector<ValueInfo>& model_inputs, const std::vector<ValueInfo>& model_outputs) {
   if (header_length && *header_length > body.size())
@@ -192,27 +210,32 @@ InferRequest parse_infer_request(const std::string& body, std::optional<size_t> 
           throw Error(what + ": dimension " + std::to_string(d) + " must be " + std::to_string(info.dims[d]) + ", got " +
                       std::to_string(shape[d]));
     }
-    Tensor tensor = Tensor::empty(t, shape);
+    // Nothing is allocated until the data actually present has been counted: an 83-byte body
+    // claiming 2^28 elements must not cost 2 GiB.
+    size_t nbytes = count * dtype_size(t);
     const json* params = in.contains("parameters") && in["parameters"].is_object() ? &in["parameters"] : nullptr;
     if (params && params->contains("binary_data_size")) {
       const json& bs = (*params)["binary_data_size"];
       if (!bs.is_number_unsigned()) throw Error(what + ": binary_data_size must be an integer >= 0");
       size_t n = bs.get<size_t>();
       if (!header_length) throw Error(what + ": binary data needs the Inference-Header-Content-Length header");
-      if (n != tensor.nbytes())
-        throw Error(what + ": binary_data_size is " + std::to_string(n) + " bytes, the shape needs " + std::to_string(tensor.nbytes()));
-      if (binary_offset + n > body.size()) throw Error(what + ": the body ends before its binary data");
+      if (n != nbytes)
+        throw Error(what + ": binary_data_size is " + std::to_string(n) + " bytes, the shape needs " + std::to_string(nbytes));
+      if (n > body.size() - binary_offset) throw Error(what + ": the body ends before its binary data");
+      Tensor tensor = Tensor::empty(t, shape);
       std::memcpy(tensor.raw(), body.data() + binary_offset, n);
       binary_offset += n;
+      given[k] = std::move(tensor);
     } else {
       if (!in.contains("data")) throw Error(what + " has no 'data'");
       std::vector<const json*> vals;
       flatten(in["data"], vals, what);
       if (vals.size() != count)
         throw Error(what + ": " + std::to_string(vals.size()) + " values for a shape of " + std::to_string(count) + " elements");
+      Tensor tensor = Tensor::empty(t, shape);
       store_json(t, vals, tensor, what);
+      given[k] = std::move(tensor);
     }
-    given[k] = std::move(tensor);
   }
   if (binary_offset != body.size() && header_length)
     throw Error(std::to_string(body.size() - binary_offset) + " bytes of binary data are not claimed by any input");
@@ -220,22 +243,9 @@ InferRequest parse_infer_request(const std::string& body, std::optional<size_t> 
     if (!given[k].defined()) throw Error("input '" + model_inputs[k].name + "' is missing");
     r.inputs.emplace_back(model_inputs[k].name, std::move(given[k]));
   }
-  if (j.contains("parameters") && j["parameters"].is_object() && j["parameters"].contains("binary_data_output"))
-    r.all_binary = j["parameters"]["binary_data_output"].is_boolean() && j["parameters"]["binary_data_output"].get<bool>();
-  if (j.contains("outputs")) {
-    if (!j["outputs"].is_array()) throw Error("'outputs' must be a list");
-    for (const json& o : j["outputs"]) {
-      if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) throw Error("each requested output needs a 'name'");
-      std::string name = o["name"].get<std::string>();
-      bool known = false;
-      for (const ValueInfo& v : model_outputs) known |= v.name == name;
-      if (!known) throw Error("output '" + name + "' is not an output of the model");
-      r.outputs.push_back(name);
-      if (o.contains("parameters") && o["parameters"].is_object() && o["parameters"].contains("binary_data") &&
-          o["parameters"]["binary_data"].is_boolean() && o["parameters"]["binary_data"].get<bool>())
-        r.binary_outputs.insert(name);
-    }
-  }
+  std::vector<std::string> known;
+  for (const ValueInfo& v : model_outputs) known.push_back(v.name);
+  parse_requested_outputs(j, known, r.outputs, r.binary_outputs, r.all_binary);
   return r;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "mminfer/session.h"
 
 namespace mminfer::serve {
@@ -26,6 +28,11 @@ struct InferRequest {
 // header's value, or nullopt when absent (the whole body is JSON).
 InferRequest parse_infer_request(const std::string& body, std::optional<size_t> header_length,
                                  const std::vector<ValueInfo>& model_inputs, const std::vector<ValueInfo>& model_outputs);
+
+// The request's "outputs" (names among `known`, each perhaps with parameters.binary_data) and
+// parameters.binary_data_output. Throws Error for an unknown output.
+void parse_requested_outputs(const nlohmann::json& request, const std::vector<std::string>& known,
+                             std::vector<std::string>& names, std::set<std::string>& binary, bool& all_binary);
 
 struct InferResponseBody {
   std::string body;

@@ -141,6 +141,11 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
       std::unique_ptr<Session> session;
       Status st = Session::load(path, config_.session, &session);
       if (!st) throw Error(st.message());
+      // No op of the engine consumes strings: say so at load, naming the input, rather than
+      // advertise a BYTES input that every request would then fail on.
+      for (const ValueInfo& v : session->inputs())
+        if (v.dtype == DType::kString)
+          throw Error(path + ": input '" + v.name + "' is a string tensor (BYTES); mminfer has no op that takes strings");
       sessions_.push_back(std::move(session));
       runs.push_back([session = sessions_.back().get()](std::vector<std::vector<NamedTensor>>& in) {
         return per_item<std::vector<NamedTensor>, std::vector<Tensor>>(in, [session](const std::vector<NamedTensor>& t) {
@@ -319,20 +324,36 @@ void ServedModel::check_accuracy(const pipelines::Manifest& manifest, const pipe
                version_, spec.c_str(), figures.c_str());
 }
 
+std::string ServedModel::platform() const { return sessions_.empty() ? "mminfer_pipeline" : "onnx_onnxv1"; }
+
+PipelineSignature ServedModel::pipeline_signature() const {
+  PipelineSignature sig;
+  if (!ocrs_.empty()) {
+    sig.inputs.push_back({"image", "BYTES", {1}, true});
+    sig.outputs.push_back({"text", "BYTES", {-1}});   // each line's text, in reading order
+    sig.outputs.push_back({"lines", "BYTES", {-1}});  // each line as JSON: {"text", "score", "box"}
+  } else if (!embedders_.empty()) {
+    for (auto [m, q] : {std::pair{Modality::kImage, image_q_ != nullptr}, {Modality::kText, text_q_ != nullptr},
+                        {Modality::kAudio, audio_q_ != nullptr}}) {
+      if (!q) continue;
+      std::string name = pipelines::modality_name(m);
+      sig.inputs.push_back({name, "BYTES", {-1}, m != Modality::kText});
+      sig.outputs.push_back({name + "_embedding", "FP32", {-1, -1}});
+    }
+  }
+  return sig;
+}
+
 nlohmann::json ServedModel::metadata() const {
-  nlohmann::json j = {{"name", name_}, {"versions", {std::to_string(version_)}}, {"platform", "mminfer_" + kind_}};
+  nlohmann::json j = {{"name", name_}, {"versions", {std::to_string(version_)}}, {"platform", platform()}};
   nlohmann::json inputs = nlohmann::json::array(), outputs = nlohmann::json::array();
   if (!sessions_.empty()) {
     for (const ValueInfo& v : sessions_[0]->inputs()) inputs.push_back(tensor_meta(v));
     for (const ValueInfo& v : sessions_[0]->outputs()) outputs.push_back(tensor_meta(v));
-  } else if (!ocrs_.empty()) {
-    inputs.push_back({{"name", "image"}, {"datatype", "BYTES"}, {"shape", {1}}});
-    outputs.push_back({{"name", "lines"}, {"datatype", "BYTES"}, {"shape", {-1}}});
   } else {
-    for (auto [m, q] : {std::pair{Modality::kImage, image_q_ != nullptr}, {Modality::kText, text_q_ != nullptr},
-                        {Modality::kAudio, audio_q_ != nullptr}})
-      if (q) inputs.push_back({{"name", pipelines::modality_name(m)}, {"datatype", "BYTES"}, {"shape", {-1}}});
-    outputs.push_back({{"name", "embedding"}, {"datatype", "FP32"}, {"shape", {-1, -1}}});
+    PipelineSignature sig = pipeline_signature();
+    for (const TensorSpec& t : sig.inputs) inputs.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.dims}});
+    for (const TensorSpec& t : sig.outputs) outputs.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.dims}});
   }
   j["inputs"] = inputs;
   j["outputs"] = outputs;
@@ -342,6 +363,49 @@ nlohmann::json ServedModel::metadata() const {
     for (const pipelines::TowerAccuracy& t : accuracy_)
       towers[pipelines::modality_name(t.modality)] = {{"min_cosine_to_fp32", t.min_cosine}, {"probes", t.probes}};
     if (!towers.empty()) j["accuracy"] = towers;
+  }
+  return j;
+}
+
+}  // namespace mminfer::serve
+
+namespace mminfer::serve {
+
+nlohmann::json ServedModel::triton_config() const {
+  // Request shapes are whole shapes (as metadata gives them), so max_batch_size is 0 in Triton's
+  // terms; pipelines still batch elements across requests, which dynamic_batching describes.
+  auto config_tensor = [](const std::string& name, const std::string& datatype, const std::vector<int64_t>& dims) {
+    return nlohmann::json{{"name", name}, {"data_type", "TYPE_" + (datatype == "BYTES" ? std::string("STRING") : datatype)}, {"dims", dims}};
+  };
+  nlohmann::json in = nlohmann::json::array(), out = nlohmann::json::array();
+  if (!sessions_.empty()) {
+    for (const ValueInfo& v : sessions_[0]->inputs()) in.push_back(config_tensor(v.name, kserve_datatype(v.dtype), v.dims));
+    for (const ValueInfo& v : sessions_[0]->outputs()) out.push_back(config_tensor(v.name, kserve_datatype(v.dtype), v.dims));
+  } else {
+    PipelineSignature sig = pipeline_signature();
+    for (const TensorSpec& t : sig.inputs) {
+      nlohmann::json c = config_tensor(t.name, t.datatype, t.dims);
+      c["optional"] = sig.inputs.size() > 1;  // a clip request may give images, texts or both
+      in.push_back(std::move(c));
+    }
+    for (const TensorSpec& t : sig.outputs) out.push_back(config_tensor(t.name, t.datatype, t.dims));
+  }
+  nlohmann::json j = {{"name", name_},
+                      {"platform", platform()},
+                      {"backend", "mminfer"},
+                      {"max_batch_size", 0},
+                      {"input", in},
+                      {"output", out},
+                      {"version_policy", {{"specific", {{"versions", {version_}}}}}},
+                      {"instance_group", {{{"count", config_.instances}, {"kind", "KIND_CPU"}}}}};
+  if (sessions_.empty()) {  // tensor models run one request at a time
+    const BatchPolicy& b = config_.batching;
+    nlohmann::json d = {{"max_queue_delay_microseconds", b.max_queue_delay.count()},
+                        {"default_queue_policy", {{"max_queue_size", b.capacity}}}};
+    d["preferred_batch_size"] = b.preferred_batch_sizes;
+    j["dynamic_batching"] = std::move(d);
+    // Triton's free-form parameters: how many elements (images, texts) one run may take.
+    j["parameters"] = {{"max_elements_per_batch", {{"string_value", std::to_string(b.max_batch_size)}}}};
   }
   return j;
 }

@@ -21,6 +21,7 @@
 #include "pipelines/embedding_accuracy.h"
 #include "pipelines/ocr/ocr_pipeline.h"
 #include "serve/batch_queue.h"
+#include "serve/kserve_bytes.h"
 #include "serve/model_config.h"
 
 namespace mminfer::serve {
@@ -48,6 +49,13 @@ class ServedModel {
   // model file's size and time): part of every cache key, so a new version never reuses old results.
   const std::string& preprocess_id() const { return preprocess_id_; }
   nlohmann::json metadata() const;  // KServe v2 model metadata
+  // Triton's model configuration (GET /v2/models/{m}/config): the same inputs and outputs.
+  nlohmann::json triton_config() const;
+  // "onnx_onnxv1" for ONNX models (the KServe v2 format name), "mminfer_pipeline" for pipelines.
+  std::string platform() const;
+  // Pipelines: the BYTES inputs and FP32 / BYTES outputs /v2 infer takes and gives (empty for
+  // tensor models). Metadata and config advertise exactly this.
+  PipelineSignature pipeline_signature() const;
 
   bool takes(Modality m) const;
   bool is_ocr() const { return !ocrs_.empty(); }

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "serve/openai_error.h"
+#include "serve/content_encoding.h"
 
 namespace mminfer::serve {
 
@@ -66,6 +67,7 @@ Server::Server(ServerOptions options)
         observe_batch(model, queue, batch, queue_ms, compute_ms);
       });
   repository_->load_all(options_.on_load);
+  parse_pool_ = std::make_unique<WorkPool>(options_.parse_threads, 256);
   http_ = std::make_unique<HttpServer>(options_.http, [this](HttpRequest req, Reply reply) { handle(std::move(req), std::move(reply)); });
   http_->shape_errors([](std::string_view path, HttpResponse& r) {
     if (is_openai_path(split_path(std::string(path)))) to_openai_envelope(r);
@@ -81,6 +83,7 @@ void Server::shutdown() {
   http_->stop_accepting();
   // Requests already accepted finish: wait until every one has been answered and written.
   for (int i = 0; i < 6000 && http_->requests_in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  parse_pool_->stop();
   http_->stop();
 }
 
@@ -90,6 +93,7 @@ void Server::observe_batch(const std::string& model, const char* queue, size_t b
   metrics_.histogram("mminfer_queue_seconds", "Time a batch's first request waited in the queue", l).observe(queue_ms / 1e3);
   metrics_.histogram("mminfer_compute_seconds", "Time one batch took to run", l).observe(compute_ms / 1e3);
   metrics_.counter("mminfer_batches_total", "Batches run", l).inc();
+  stats_.record_batch(model, batch, static_cast<uint64_t>(queue_ms * 1e6), static_cast<uint64_t>(compute_ms * 1e6));
 }
 
 std::string Server::render_metrics() {
@@ -150,8 +154,17 @@ void Server::handle(HttpRequest req, Reply reply) {
       res.headers.insert(res.headers.end(), cors.begin(), cors.end());
       counted(std::move(res));
     };
+  if (std::string_view coding = req.header("content-encoding"); !coding.empty()) {
+    DecodedBody d = decode_content_encoding(coding, req.body, options_.http.max_body_bytes);
+    if (d.status != 200) {
+      HttpResponse r = error_response(d.status, d.error);
+      if (d.status == 415) r.headers.emplace_back("Accept-Encoding", "gzip, deflate");
+      return counted(std::move(r));
+    }
+  }
+  auto owner = std::make_shared<const HttpRequest>(std::move(req));
   try {
-    route(req, counted);
+    route(owner, counted);
   } catch (const RequestError& e) {
     counted(openai ? openai_error(e.status(), e.what(), e.param(), e.code()) : error_response(e.status(), e.what()));
   } catch (const std::exception& e) {
@@ -159,7 +172,8 @@ void Server::handle(HttpRequest req, Reply reply) {
   }
 }
 
-void Server::route(const HttpRequest& req, const Reply& reply) {
+void Server::route(const std::shared_ptr<const HttpRequest>& owner, const Reply& reply) {
+  const HttpRequest& req = *owner;
   std::vector<std::string> p = split_path(req.path);
   bool get = req.method == "GET" || req.method == "HEAD";
   auto method_not_allowed = [&] { reply(error_response(405, req.method + " is not allowed on " + req.path)); };
@@ -178,7 +192,7 @@ void Server::route(const HttpRequest& req, const Reply& reply) {
     return reply(std::move(r));
   }
   if (p[0] == "v1") return v1(req, p, reply);
-  if (p[0] == "v2") return kserve(req, p, reply);
+  if (p[0] == "v2") return kserve(owner, p, reply);
   reply(error_response(404, "no route " + req.path));
 }
 

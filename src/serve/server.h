@@ -7,7 +7,8 @@
 //   Prometheus       GET /metrics;  a page for people at GET /
 // Access (keys, admin key, Origin, Host, CORS) is decided first, by access_policy.h.
 // Handlers run on the HTTP I/O threads and only parse, look up the cache and queue; models run
-// on their queues' workers.
+// on their queues' workers. KServe infer bodies, which may be large JSON tensors, are parsed on
+// a few workers of their own (parse_pool_), so health checks never wait behind them.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -20,7 +21,9 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/model_repository.h"
+#include "serve/model_stats.h"
 #include "serve/result_cache.h"
+#include "serve/work_pool.h"
 
 namespace mminfer::serve {
 
@@ -31,6 +34,10 @@ struct ServerOptions {
   bool cache = true;
   ResultCache::Options cache_options;
   LoadListener on_load;  // told as each model of the repository loads at start-up
+  // Triton's --strict-readiness: /v2/health/ready is 503 while any model failed to load. Off,
+  // it is 200 whenever the server can serve, and its body names the models that are not ready.
+  bool strict_readiness = false;
+  size_t parse_threads = 2;  // workers that parse KServe infer bodies, off the I/O threads
 };
 
 class Server {
@@ -50,11 +57,15 @@ class Server {
 
  private:
   void handle(HttpRequest req, Reply reply);
-  void route(const HttpRequest& req, const Reply& reply);
+  void route(const std::shared_ptr<const HttpRequest>& owner, const Reply& reply);
 
   // routes_kserve.cpp
-  void kserve(const HttpRequest& req, const std::vector<std::string>& parts, const Reply& reply);
-  void kserve_infer(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, const Reply& reply);
+  void kserve(const std::shared_ptr<const HttpRequest>& req, const std::vector<std::string>& parts, const Reply& reply);
+  // Queues the parse of the body on parse_pool_; the model's queue runs it after that.
+  void kserve_infer(const std::shared_ptr<const HttpRequest>& req, const std::shared_ptr<ServedModel>& model, const Reply& reply);
+  void kserve_tensor_infer(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, const Reply& reply);
+  void kserve_pipeline_infer(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, const Reply& reply);
+  nlohmann::json health_ready(int* status) const;
   void repository_action(const HttpRequest& req, const std::string& name, const std::string& action, const Reply& reply);
   // routes_v1.cpp
   void v1(const HttpRequest& req, const std::vector<std::string>& parts, const Reply& reply);
@@ -74,7 +85,9 @@ class Server {
   metrics::Registry metrics_;
   std::unique_ptr<ResultCache> cache_;
   FeatureStore features_;
+  ModelStats stats_;  // before the repository: queues draining at its end still count here
   std::unique_ptr<ModelRepository> repository_;
+  std::unique_ptr<WorkPool> parse_pool_;  // after the repository: its jobs use it
   std::unique_ptr<HttpServer> http_;
   std::atomic<bool> stopping_{false};
 };

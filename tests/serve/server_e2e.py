@@ -21,6 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import e2e_bad_inputs  # noqa: E402
+import e2e_kserve  # noqa: E402
 import e2e_load  # noqa: E402
 import e2e_openai  # noqa: E402
 import e2e_routes  # noqa: E402
@@ -121,7 +122,7 @@ def main():
         ctx.server = Server(args.mminfer, ctx.repo, config)
         try:
             ctx.server.wait_ready()
-            tests = (e2e_routes.TESTS + e2e_openai.TESTS + e2e_versions.TESTS + e2e_bad_inputs.TESTS + e2e_load.TESTS +
+            tests = (e2e_routes.TESTS + e2e_openai.TESTS + e2e_versions.TESTS + e2e_bad_inputs.TESTS + e2e_kserve.TESTS + e2e_load.TESTS +
                      [test_sigterm_finishes_in_flight])
             only = os.environ.get("SERVE_E2E_ONLY")  # a comma-separated subset, for debugging
             if only:
