@@ -38,9 +38,7 @@ struct BytesInput {
 struct BytesRequest {
   std::string id;
   std::vector<BytesInput> inputs;     // those given, in the signature's order
-  std::vector<std::string> outputs;   // requested by name; empty: all that apply
-  std::set<std::string> binary_outputs;
-  bool all_binary = false;
+  RequestedOutputs outputs;
 };
 
 // Parses a request against the signature: names known and given once, datatype BYTES, shape

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/half.h"
+#include "serve/kserve_framing.h"
 #include "serve/request_json.h"
 #include "serve/served_model.h"
 
@@ -144,127 +145,68 @@ json tensor_json(const Tensor& t) {
 
 }  // namespace
 
-void parse_requested_outputs(const json& j, const std::vector<std::string>& known, std::vector<std::string>& names,
-                             std::set<std::string>& binary, bool& all_binary) {
-  if (j.contains("parameters") && j["parameters"].is_object() && j["parameters"].contains("binary_data_output"))
-    all_binary = j["parameters"]["binary_data_output"].is_boolean() && j["parameters"]["binary_data_output"].get<bool>();
-  if (!j.contains("outputs")) return;
-  if (!j["outputs"].is_array()) throw Error("'outputs' must be a list");
-  for (const json& o : j["outputs"]) {
-    if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) throw Error("each requested output needs a 'name'");
-    std::string name = o["name"].get<std::string>();
-    if (std::find(known.begin(), known.end(), name) == known.end()) throw Error("output '" + name + "' is not an output of the model");
-    names.push_back(name);
-    if (o.contains("parameters") && o["parameters"].is_object() && o["parameters"].contains("binary_data") &&
-        o["parameters"]["binary_data"].is_boolean() && o["parameters"]["binary_data"].get<bool>())
-      binary.insert(name);
-  }
-}
-
 InferRequest parse_infer_request(const std::string& body, std::optional<size_t> header_length,
                                  const std::vector<ValueInfo>& model_inputs, const std::vector<ValueInfo>& model_outputs) {
-  if (header_length && *header_length > body.size())
-    throw Error("Inference-Header-Content-Length " + std::to_string(*header_length) + " is larger than the body (" +
-                std::to_string(body.size()) + " bytes)");
-  size_t json_len = header_length ? *header_length : body.size();
-  json j = parse_request_json(std::string_view(body).substr(0, json_len));
-  if (!j.is_object()) throw Error("the request must be a JSON object");
+  InferEnvelope envelope(body, header_length);
   InferRequest r;
-  if (j.contains("id")) {
-    if (!j["id"].is_string()) throw Error("'id' must be a string");
-    r.id = j["id"].get<std::string>();
-  }
-  if (!j.contains("inputs") || !j["inputs"].is_array()) throw Error("the request needs an 'inputs' list");
-  size_t binary_offset = json_len;
+  r.id = envelope.id();
   std::vector<Tensor> given(model_inputs.size());
-  for (const json& in : j["inputs"]) {
-    if (!in.is_object() || !in.contains("name") || !in["name"].is_string())
-      throw Error("each input needs a 'name' string");
-    std::string name = in["name"].get<std::string>();
-    std::string what = "input '" + name + "'";
+  for (const json& in : envelope.header()["inputs"]) {
+    InputEntry e = read_input_entry(in, kMaxElements);
     size_t k = 0;
-    while (k < model_inputs.size() && model_inputs[k].name != name) ++k;
-    if (k == model_inputs.size()) throw Error(what + " is not an input of the model");
-    if (given[k].defined()) throw Error(what + " is given twice");
+    while (k < model_inputs.size() && model_inputs[k].name != e.name) ++k;
+    if (k == model_inputs.size()) throw Error(e.what + " is not an input of the model");
+    if (given[k].defined()) throw Error(e.what + " is given twice");
     const ValueInfo& info = model_inputs[k];
-    if (!in.contains("datatype") || !in["datatype"].is_string()) throw Error(what + " needs a 'datatype'");
-    std::string dt = in["datatype"].get<std::string>();
-    DType t = dtype_of(dt);
-    if (t == DType::kUndefined) throw Error(what + ": datatype '" + dt + "' is not supported");
-    if (t != info.dtype)
-      throw Error(what + ": the model takes " + std::string(kserve_datatype(info.dtype)) + ", not " + dt);
-    if (!in.contains("shape") || !in["shape"].is_array()) throw Error(what + " needs a 'shape' list");
-    Shape shape;
-    size_t count = 1;
-    for (const json& d : in["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw Error(what + ": shape entries must be integers >= 0");
-      shape.push_back(d.get<int64_t>());
-      if (shape.back() > 0 && count > kMaxElements / static_cast<size_t>(shape.back())) throw Error(what + ": the shape is too large");
-      count *= static_cast<size_t>(shape.back());
-    }
-    if (info.has_shape) {
-      if (shape.size() != info.dims.size())
-        throw Error(what + ": the model takes rank " + std::to_string(info.dims.size()) + ", got rank " + std::to_string(shape.size()));
-      for (size_t d = 0; d < shape.size(); ++d)
-        if (info.dims[d] >= 0 && info.dims[d] != shape[d])
-          throw Error(what + ": dimension " + std::to_string(d) + " must be " + std::to_string(info.dims[d]) + ", got " +
-                      std::to_string(shape[d]));
-    }
+    DType t = dtype_of(e.datatype);
+    if (t == DType::kUndefined) throw Error(e.what + ": datatype '" + e.datatype + "' is not supported");
+    if (t != info.dtype) throw Error(e.what + ": the model takes " + std::string(kserve_datatype(info.dtype)) + ", not " + e.datatype);
+    if (info.has_shape) e.check_dims(info.dims);
     // Nothing is allocated until the data actually present has been counted: an 83-byte body
     // claiming 2^28 elements must not cost 2 GiB.
-    size_t nbytes = count * dtype_size(t);
-    const json* params = in.contains("parameters") && in["parameters"].is_object() ? &in["parameters"] : nullptr;
-    if (params && params->contains("binary_data_size")) {
-      const json& bs = (*params)["binary_data_size"];
-      if (!bs.is_number_unsigned()) throw Error(what + ": binary_data_size must be an integer >= 0");
-      size_t n = bs.get<size_t>();
-      if (!header_length) throw Error(what + ": binary data needs the Inference-Header-Content-Length header");
-      if (n != nbytes)
-        throw Error(what + ": binary_data_size is " + std::to_string(n) + " bytes, the shape needs " + std::to_string(nbytes));
-      if (n > body.size() - binary_offset) throw Error(what + ": the body ends before its binary data");
-      Tensor tensor = Tensor::empty(t, shape);
-      std::memcpy(tensor.raw(), body.data() + binary_offset, n);
-      binary_offset += n;
+    size_t nbytes = e.count * dtype_size(t);
+    if (e.binary_size) {
+      if (*e.binary_size != nbytes)
+        throw Error(e.what + ": binary_data_size is " + std::to_string(*e.binary_size) + " bytes, the shape needs " + std::to_string(nbytes));
+      std::string_view bytes = envelope.take_binary(nbytes, e.what);
+      Tensor tensor = Tensor::empty(t, e.shape);
+      std::memcpy(tensor.raw(), bytes.data(), nbytes);
       given[k] = std::move(tensor);
     } else {
-      if (!in.contains("data")) throw Error(what + " has no 'data'");
       std::vector<const json*> vals;
-      flatten(in["data"], vals, what);
-      if (vals.size() != count)
-        throw Error(what + ": " + std::to_string(vals.size()) + " values for a shape of " + std::to_string(count) + " elements");
-      Tensor tensor = Tensor::empty(t, shape);
-      store_json(t, vals, tensor, what);
+      flatten(*e.data, vals, e.what);
+      if (vals.size() != e.count)
+        throw Error(e.what + ": " + std::to_string(vals.size()) + " values for a shape of " + std::to_string(e.count) + " elements");
+      Tensor tensor = Tensor::empty(t, e.shape);
+      store_json(t, vals, tensor, e.what);
       given[k] = std::move(tensor);
     }
   }
-  if (binary_offset != body.size() && header_length)
-    throw Error(std::to_string(body.size() - binary_offset) + " bytes of binary data are not claimed by any input");
+  envelope.check_all_claimed();
   for (size_t k = 0; k < model_inputs.size(); ++k) {
     if (!given[k].defined()) throw Error("input '" + model_inputs[k].name + "' is missing");
     r.inputs.emplace_back(model_inputs[k].name, std::move(given[k]));
   }
   std::vector<std::string> known;
   for (const ValueInfo& v : model_outputs) known.push_back(v.name);
-  parse_requested_outputs(j, known, r.outputs, r.binary_outputs, r.all_binary);
+  r.outputs = read_requested_outputs(envelope.header(), known);
   return r;
 }
 
 InferResponseBody make_infer_response(const std::string& model, int version, const InferRequest& request,
                                       const std::vector<ValueInfo>& model_outputs, const std::vector<Tensor>& outputs) {
-  json j = {{"model_name", model}, {"model_version", std::to_string(version)}};
-  if (!request.id.empty()) j["id"] = request.id;
+  json j = response_header(model, version, request.id);
   json outs = json::array();
   std::string binary;
   for (size_t k = 0; k < model_outputs.size() && k < outputs.size(); ++k) {
     const std::string& name = model_outputs[k].name;
-    if (!request.outputs.empty() && std::find(request.outputs.begin(), request.outputs.end(), name) == request.outputs.end())
-      continue;
+    if (!request.outputs.wanted(name)) continue;
     const Tensor& t = outputs[k];
     json shape = json::array();
     for (int64_t d : t.shape()) shape.push_back(d);
     const char* dt = kserve_datatype(t.dtype());
     json o = {{"name", name}, {"datatype", *dt ? dt : dtype_name(t.dtype())}, {"shape", shape}};
-    if (request.all_binary || request.binary_outputs.count(name)) {
+    if (request.outputs.as_binary(name)) {
       o["parameters"] = {{"binary_data_size", t.nbytes()}};
       binary.append(static_cast<const char*>(t.raw()), t.nbytes());
     } else {
@@ -273,13 +215,7 @@ InferResponseBody make_infer_response(const std::string& model, int version, con
     outs.push_back(std::move(o));
   }
   j["outputs"] = std::move(outs);
-  InferResponseBody r;
-  r.body = j.dump();
-  if (!binary.empty() || request.all_binary || !request.binary_outputs.empty()) {
-    r.header_length = r.body.size();
-    r.body += binary;
-  }
-  return r;
+  return finish_response(j, std::move(binary), request.outputs.any_binary());
 }
 
 }  // namespace mminfer::serve

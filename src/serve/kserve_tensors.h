@@ -3,22 +3,18 @@
 // then each binary tensor's raw little-endian bytes in order).
 #pragma once
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "mminfer/session.h"
+#include "serve/kserve_framing.h"
 
 namespace mminfer::serve {
 
 struct InferRequest {
   std::string id;
   std::vector<NamedTensor> inputs;       // in the model's input order
-  std::vector<std::string> outputs;      // requested by name; empty: all of them
-  std::set<std::string> binary_outputs;  // outputs to send as binary data
-  bool all_binary = false;               // parameters.binary_data_output
+  RequestedOutputs outputs;
 };
 
 // Parses and checks a request against the model's inputs: every input given once, names
@@ -28,16 +24,6 @@ struct InferRequest {
 // header's value, or nullopt when absent (the whole body is JSON).
 InferRequest parse_infer_request(const std::string& body, std::optional<size_t> header_length,
                                  const std::vector<ValueInfo>& model_inputs, const std::vector<ValueInfo>& model_outputs);
-
-// The request's "outputs" (names among `known`, each perhaps with parameters.binary_data) and
-// parameters.binary_data_output. Throws Error for an unknown output.
-void parse_requested_outputs(const nlohmann::json& request, const std::vector<std::string>& known,
-                             std::vector<std::string>& names, std::set<std::string>& binary, bool& all_binary);
-
-struct InferResponseBody {
-  std::string body;
-  std::optional<size_t> header_length;  // set when binary tensors follow the JSON
-};
 
 InferResponseBody make_infer_response(const std::string& model, int version, const InferRequest& request,
                                       const std::vector<ValueInfo>& model_outputs, const std::vector<Tensor>& outputs);

@@ -235,7 +235,7 @@ void Server::kserve_pipeline_infer(const HttpRequest& req, const std::shared_ptr
 
   // Embedding pipelines: every element of every input is one embedding; "<input>_embedding"
   // answers each input given. An output asked for whose input is absent is refused.
-  for (const std::string& o : request->outputs) {
+  for (const std::string& o : request->outputs.names) {
     bool given = false;
     for (const BytesInput& in : request->inputs) given |= o == in.name + "_embedding";
     if (!given) throw Error("output '" + o + "' needs input '" + o.substr(0, o.rfind('_')) + "' in the request");

@@ -83,8 +83,8 @@ TEST(KServeBytes, ResponsesInJsonAndBinary) {
   auto j = nlohmann::json::parse(make_bytes_response("m", 1, r, outs).body);
   EXPECT_EQ(j["outputs"][0]["data"], nlohmann::json({0.5, -1.0}));
   EXPECT_EQ(j["outputs"][1]["data"], nlohmann::json({"ab", "c"}));
-  r.binary_outputs = {"t"};
-  r.outputs = {"t"};
+  r.outputs.binary = {"t"};
+  r.outputs.names = {"t"};
   InferResponseBody b = make_bytes_response("m", 1, r, outs);
   ASSERT_TRUE(b.header_length);
   auto h = nlohmann::json::parse(b.body.substr(0, *b.header_length));
