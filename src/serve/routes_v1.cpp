@@ -53,8 +53,6 @@ class Join {
 
 json parse_json(const std::string& body) { return parse_request_json(body); }
 
-bool no_cache(const HttpRequest& req) { return req.header("cache-control").find("no-cache") != std::string_view::npos; }
-
 std::string string_field(const json& j, const char* key, const std::string& fallback) {
   if (!j.contains(key)) return fallback;
   if (!j[key].is_string()) throw Error(std::string("'") + key + "' must be a string");
@@ -191,7 +189,7 @@ void Server::embeddings(const HttpRequest& req, const Reply& reply) {
     }
     reply(json_response({{"object", "list"}, {"data", data}, {"model", name}, {"usage", {{"prompt_tokens", 0}, {"total_tokens", 0}}}}));
   });
-  bool bypass = no_cache(req);
+  CacheDirectives bypass = cache_directives(req);
   for (size_t i = 0; i < inputs.size(); ++i)
     features_.embedding(*model, inputs[i].modality, std::move(inputs[i].bytes), bypass, join->slot(i));
 }
@@ -215,7 +213,7 @@ void Server::ocr(const HttpRequest& req, const Reply& reply) {
   if (!model) return;
   if (!model->is_ocr()) return reply(error_response(400, "model '" + name + "' is not an ocr pipeline"));
   auto start = std::chrono::steady_clock::now();
-  features_.ocr(*model, std::move(image), no_cache(req), [reply, name, start](Outcome o) {
+  features_.ocr(*model, std::move(image), cache_directives(req), [reply, name, start](Outcome o) {
     if (!o.value) return reply(error_response(o.status, o.error));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     json lines = json::parse(*o.value);
@@ -262,7 +260,7 @@ void Server::classify(const HttpRequest& req, const Reply& reply) {
       out.push_back({{"label", s.label}, {"score", s.score}});
     reply(json_response({{"model", name}, {"labels", out}, {"image_cached", outcomes[0].cached}}));
   });
-  bool bypass = no_cache(req);
+  CacheDirectives bypass = cache_directives(req);
   features_.embedding(*model, Modality::kImage, std::string(image.begin(), image.end()), bypass, join->slot(0));
   for (size_t i = 0; i < texts.size(); ++i) features_.embedding(*model, Modality::kText, texts[i], bypass, join->slot(i + 1));
 }

@@ -9,6 +9,7 @@
 #include "pipelines/clip/clip_pipeline.h"
 #include "pipelines/embedding_accuracy.h"
 #include "pipelines/manifest.h"
+#include "serve/folder_digest.h"
 #include "serve/sha256.h"
 
 namespace mminfer::serve {
@@ -35,13 +36,6 @@ const char* kserve_datatype(DType t) {
 }
 
 namespace {
-
-std::string file_identity(const std::string& path) {
-  std::error_code ec;
-  auto size = fs::file_size(path, ec);
-  auto time = fs::last_write_time(path, ec).time_since_epoch().count();
-  return path + ":" + std::to_string(size) + ":" + std::to_string(time);
-}
 
 // Runs fn on each item, catching its Error into that item's result: one bad input (a corrupt
 // image) fails alone, never the batch it shares.
@@ -106,7 +100,8 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
   if (pipelines::has_manifest(dir) || ppocr_names) {
     pipelines::Manifest m = pipelines::has_manifest(dir) ? pipelines::read_manifest(dir) : ocr::ocr_manifest(dir);
     kind_ = pipelines::type_name(m.type);
-    preprocess_id_ = sha256_hex(kind_ + "|" + m.preprocess.dump() + "|" + dir + "|" + std::to_string(version_));
+    preprocess_id_ = sha256_hex(kind_ + "|" + m.preprocess.dump() + "|" + dir + "|" + std::to_string(version_) + "|" +
+                                folder_digest(dir));
     if (m.type == pipelines::PipelineType::kOcr) {
       refuse_min_cosine();
       std::vector<BatchQueue<Bytes, std::vector<ocr::OcrLine>>::RunBatch> runs;
@@ -146,7 +141,7 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
         });
       });
     }
-    preprocess_id_ = sha256_hex(file_identity(path));
+    preprocess_id_ = sha256_hex("onnx|" + folder_digest(dir));
     tensor_q_ = std::make_unique<TensorQueue>(one, std::move(runs), observe_as("tensor"));
     return;
   }

@@ -44,8 +44,9 @@ class ServedModel {
   int version() const { return version_; }
   const std::string& kind() const { return kind_; }  // "onnx", "ocr", "clip", "audio-encoder"
   const ModelConfig& config() const { return config_; }
-  // A digest of what turns raw bytes into model inputs (the manifest's preprocess section, the
-  // model file's size and time): part of every cache key, so a new version never reuses old results.
+  // A digest of what turns raw bytes into results (the manifest's preprocess section and the
+  // contents of every file of the version folder, read once at load): part of every cache key,
+  // so neither a new version nor changed files reloaded as the same version reuse old results.
   const std::string& preprocess_id() const { return preprocess_id_; }
   nlohmann::json metadata() const;  // KServe v2 model metadata
 
