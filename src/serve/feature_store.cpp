@@ -56,7 +56,26 @@ void FeatureStore::resolve(const CacheKey& key, bool use_cache, CacheDirectives 
   }
 }
 
+namespace {
+
+// False, having answered 413, when the input asks for more work than the model allows.
+bool within_limits(const ServedModel& model, Modality m, std::string_view input, const OutcomeFn& done) {
+  try {
+    check_input_cost(m, input, model.config().limits);
+    return true;
+  } catch (const InputTooLarge& e) {
+    Outcome o;
+    o.status = 413;
+    o.error = e.what();
+    done(std::move(o));
+    return false;
+  }
+}
+
+}  // namespace
+
 void FeatureStore::embedding(ServedModel& model, Modality m, std::string input, CacheDirectives cache, OutcomeFn done) {
+  if (!within_limits(model, m, input, done)) return;
   const char* modality = pipelines::modality_name(m);
   CacheKey key = CacheKey::for_bytes(input, modality, model.name() + "@" + std::to_string(model.version()), model.preprocess_id(),
                                      "embedding");
@@ -80,6 +99,7 @@ void FeatureStore::embedding(ServedModel& model, Modality m, std::string input, 
 }
 
 void FeatureStore::ocr(ServedModel& model, std::string image, CacheDirectives cache, OutcomeFn done) {
+  if (!within_limits(model, Modality::kImage, image, done)) return;
   CacheKey key = CacheKey::for_bytes(image, "image", model.name() + "@" + std::to_string(model.version()), model.preprocess_id(), "ocr");
   auto start = [&model, &image](OutcomeFn finish) {
     return model.ocr(Bytes(image.begin(), image.end()), [finish](BatchQueue<Bytes, std::vector<ocr::OcrLine>>::Result r) {

@@ -33,7 +33,8 @@ class FeatureStore {
  public:
   explicit FeatureStore(ResultCache* cache) : cache_(cache) {}
 
-  // value: the L2-normalized embedding as raw float32 bytes.
+  // value: the L2-normalized embedding as raw float32 bytes. An input over the model's limits
+  // (config.json max_*) fails at once with 413, before anything is queued.
   void embedding(ServedModel& model, Modality m, std::string input, CacheDirectives cache, OutcomeFn done);
   // value: the lines as JSON text.
   void ocr(ServedModel& model, std::string image, CacheDirectives cache, OutcomeFn done);

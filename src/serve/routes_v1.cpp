@@ -169,7 +169,8 @@ void Server::embeddings(const HttpRequest& req, const Reply& reply) {
       try {
         model->check_text(inputs[i].bytes);
       } catch (const Error& e) {
-        return reply(error_response(400, "input " + std::to_string(i) + ": " + e.what()));
+        int status = dynamic_cast<const InputTooLarge*>(&e) ? 413 : 400;
+        return reply(error_response(status, "input " + std::to_string(i) + ": " + e.what()));
       }
     }
   }

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mminfer/session.h"
+#include "modal/image/image.h"
 #include "pipelines/embedder.h"
 #include "pipelines/embedding_accuracy.h"
 #include "pipelines/ocr/ocr_pipeline.h"
@@ -74,7 +75,8 @@ class ServedModel {
   const std::vector<std::string>& default_templates() const { return templates_; }
   float logit_scale() const { return logit_scale_; }
 
-  // Throws Error for a text the text tower would refuse (too long, invalid UTF-8).
+  // Throws Error for a text the text tower would refuse (too long, invalid UTF-8), and
+  // InputTooLarge for one over config.json's max_text_bytes, before tokenizing it.
   void check_text(std::string_view text) const;
   size_t queued() const;     // waiting in the model's queues
   size_t in_flight() const;  // accepted and not yet answered: waiting plus running
@@ -93,6 +95,8 @@ class ServedModel {
     if (tensor_q_) n += f(*tensor_q_);
     return n;
   }
+  // The image decoder's options under this model's limits.
+  image::DecodeOptions decode_options() const;
   // Throws Error when config.json sets min_cosine on a model it cannot bound (ocr, onnx).
   void refuse_min_cosine() const;
   // Below FP32: the probes' embeddings by the pipeline in FP32, made before the served copies

@@ -139,6 +139,8 @@ void Server::handle(HttpRequest req, Reply reply) {
   t_requested_model = requested.get();
   try {
     route(req, counted);
+  } catch (const InputTooLarge& e) {
+    counted(error_response(413, e.what()));
   } catch (const std::exception& e) {
     counted(error_response(400, e.what()));
   }
