@@ -29,6 +29,7 @@ from serve_harness import Server, data_url, metric, parse_metrics, run_tests  # 
 PROMTOOL = "/usr/bin/promtool"
 AUDIO_MAX_SECONDS = 20
 MODELS = {"clip", "audio", "ocr"}
+RANDOM_PATHS = 20000
 
 
 class Context:
@@ -158,11 +159,12 @@ def test_metrics_stay_valid_and_bounded(ctx):
         assert e == "unmatched" or e.startswith("/"), f"endpoint label value {e!r} is neither a route nor 'unmatched'"
         assert "\ufffd" not in e and "nosuch" not in e, f"endpoint label value {e!r} holds what a client sent"
 
-    # 1,000 requests to random paths, on one keep-alive connection: every kind of unknown.
+    # 20,000 requests to distinct random paths (the figure; the acceptance asks 1,000),
+    # on one keep-alive connection: every kind of unknown. They grew /metrics from 33 KB to 27 MB.
     rng = random.Random(16)
     conn = s.connection()
     try:
-        for i in range(1000):
+        for i in range(RANDOM_PATHS):
             word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789-_.") for _ in range(12))
             path = rng.choice([f"/{word}", f"/v1/{word}", f"/v2/{word}/{i}", f"/v2/models/{word}",
                                f"/v2/models/{word}/infer", f"/v2/models/clip/{word}", f"/metrics/{word}"])
@@ -172,16 +174,18 @@ def test_metrics_stay_valid_and_bounded(ctx):
     finally:
         conn.close()
     body_after = metrics_text(s)
-    check_promtool(body_after, "after 1,000 random paths")
+    check_promtool(body_after, f"after {RANDOM_PATHS} random paths")
     after = parse_metrics(body_after.decode())
     new_endpoints = label_values(after, "endpoint") - endpoints
-    assert len(new_endpoints) <= 1, f"1,000 random paths added endpoint label values: {sorted(new_endpoints)[:10]}"
+    assert len(new_endpoints) <= 1, f"{RANDOM_PATHS} random paths added endpoint label values: {sorted(new_endpoints)[:10]}"
     assert label_values(after, "model") <= MODELS | {"unknown"}, \
         f"random model names became label values: {sorted(label_values(after, 'model') - MODELS)[:10]}"
     series_before = sum(1 for (n, _) in before if n.startswith("mminfer_request"))
     series_after = sum(1 for (n, _) in after if n.startswith("mminfer_request"))
     # At most a few new (endpoint, model, code) combinations: one histogram is 17 series.
     assert series_after - series_before <= 60, f"request series grew from {series_before} to {series_after}"
+    # Only counts grow a digit or two: nothing like the 27 MB of one series per path.
+    assert len(body_after) - len(body) < 16384, f"/metrics grew from {len(body)} to {len(body_after)} bytes"
 
 
 def test_help_says_the_unit(ctx):
