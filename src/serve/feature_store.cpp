@@ -12,9 +12,10 @@ std::vector<float> embedding_values(const std::string& bytes) {
   return v;
 }
 
-void FeatureStore::resolve(const CacheKey& key, bool use_cache, bool no_cache,
+void FeatureStore::resolve(const CacheKey& key, bool use_cache, CacheDirectives cache,
                            const std::function<bool(OutcomeFn)>& start, OutcomeFn done) {
   use_cache = use_cache && cache_;
+  const bool no_cache = cache.no_cache, store = use_cache && !cache.no_store;
   if (use_cache && !no_cache) {
     if (CacheValue v = cache_->get(key)) {
       Outcome o;
@@ -33,8 +34,8 @@ void FeatureStore::resolve(const CacheKey& key, bool use_cache, bool no_cache,
     }
     flights_[k].push_back(done);
   }
-  OutcomeFn finish = [this, key, k, use_cache, no_cache, done](Outcome o) {
-    if (o.value && use_cache) cache_->put(key, o.value);
+  OutcomeFn finish = [this, key, k, store, no_cache, done](Outcome o) {
+    if (o.value && store) cache_->put(key, o.value);
     if (no_cache) return done(std::move(o));
     std::vector<OutcomeFn> waiting;
     {
@@ -55,7 +56,26 @@ void FeatureStore::resolve(const CacheKey& key, bool use_cache, bool no_cache,
   }
 }
 
-void FeatureStore::embedding(ServedModel& model, Modality m, std::string input, bool no_cache, OutcomeFn done) {
+namespace {
+
+// False, having answered 413, when the input asks for more work than the model allows.
+bool within_limits(const ServedModel& model, Modality m, std::string_view input, const OutcomeFn& done) {
+  try {
+    check_input_cost(m, input, model.config().limits);
+    return true;
+  } catch (const InputTooLarge& e) {
+    Outcome o;
+    o.status = 413;
+    o.error = e.what();
+    done(std::move(o));
+    return false;
+  }
+}
+
+}  // namespace
+
+void FeatureStore::embedding(ServedModel& model, Modality m, std::string input, CacheDirectives cache, OutcomeFn done) {
+  if (!within_limits(model, m, input, done)) return;
   const char* modality = pipelines::modality_name(m);
   CacheKey key = CacheKey::for_bytes(input, modality, model.name() + "@" + std::to_string(model.version()), model.preprocess_id(),
                                      "embedding");
@@ -75,10 +95,11 @@ void FeatureStore::embedding(ServedModel& model, Modality m, std::string input, 
     Bytes bytes(input.begin(), input.end());
     return m == Modality::kImage ? model.embed_image(std::move(bytes), cb) : model.embed_audio(std::move(bytes), cb);
   };
-  resolve(key, model.config().cache, no_cache, start, std::move(done));
+  resolve(key, model.config().cache, cache, start, std::move(done));
 }
 
-void FeatureStore::ocr(ServedModel& model, std::string image, bool no_cache, OutcomeFn done) {
+void FeatureStore::ocr(ServedModel& model, std::string image, CacheDirectives cache, OutcomeFn done) {
+  if (!within_limits(model, Modality::kImage, image, done)) return;
   CacheKey key = CacheKey::for_bytes(image, "image", model.name() + "@" + std::to_string(model.version()), model.preprocess_id(), "ocr");
   auto start = [&model, &image](OutcomeFn finish) {
     return model.ocr(Bytes(image.begin(), image.end()), [finish](BatchQueue<Bytes, std::vector<ocr::OcrLine>>::Result r) {
@@ -98,7 +119,7 @@ void FeatureStore::ocr(ServedModel& model, std::string image, bool no_cache, Out
       finish(std::move(o));
     });
   };
-  resolve(key, model.config().cache, no_cache, start, std::move(done));
+  resolve(key, model.config().cache, cache, start, std::move(done));
 }
 
 }  // namespace mminfer::serve

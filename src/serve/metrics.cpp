@@ -34,6 +34,29 @@ std::string format_value(double v) {
   return std::string(buf, r.ptr);
 }
 
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, no
+// surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one.
+size_t utf8_sequence(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  auto cont = [&](size_t k) { return k < s.size() && (b(k) & 0xC0) == 0x80; };
+  unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(i + 1) || !cont(i + 2)) return 0;
+    if (c == 0xE0 && b(i + 1) < 0xA0) return 0;   // overlong
+    if (c == 0xED && b(i + 1) >= 0xA0) return 0;  // UTF-16 surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(i + 1) || !cont(i + 2) || !cont(i + 3)) return 0;
+    if (c == 0xF0 && b(i + 1) < 0x90) return 0;   // overlong
+    if (c == 0xF4 && b(i + 1) >= 0x90) return 0;  // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
 void append_escaped(std::string& out, std::string_view s, bool quote) {
   for (char c : s) {
     if (c == '\\') out += "\\\\";
@@ -74,6 +97,24 @@ void write_sample(std::string& out, std::string_view name, std::string_view suff
 }
 
 }  // namespace
+
+std::string printable_text(std::string_view s) {
+  static constexpr const char* kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t n = utf8_sequence(s, i);
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (n == 0 || (n == 1 && ((c < 0x20 && c != '\n') || c == 0x7F))) {
+      out += kReplacement;
+      ++i;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
 
 void Counter::inc(double amount) {
   if (!(amount >= 0)) throw Error("a counter cannot be increased by " + format_value(amount));
@@ -125,6 +166,9 @@ std::vector<double> batch_size_buckets() { return {1, 2, 4, 8, 16, 32, 64}; }
 Registry::Family& Registry::family(std::string_view name, std::string_view help, Type type, const Labels& labels,
                                    Labels& sorted) {
   sorted = labels;
+  // Made printable here, not when rendering: two raw values that print alike are one child, so
+  // the exposition never holds the same series twice.
+  for (auto& [label, value] : sorted) value = printable_text(value);
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i) {
     const std::string& label = sorted[i].first;
@@ -138,7 +182,7 @@ Registry::Family& Registry::family(std::string_view name, std::string_view help,
   auto it = families_.find(name);
   if (it == families_.end()) {
     if (!valid_name(name, true)) throw Error("invalid metric name '" + std::string(name) + "'");
-    it = families_.emplace(std::string(name), Family{type, std::string(help), {}, {}, {}, {}}).first;
+    it = families_.emplace(std::string(name), Family{type, printable_text(help), {}, {}, {}, {}}).first;
   } else if (it->second.type != type) {
     throw Error("metric " + std::string(name) + " is already registered with another type");
   }

@@ -68,11 +68,17 @@ std::vector<double> latency_buckets();
 // Batch sizes: 1, 2, 4, ..., 64.
 std::vector<double> batch_size_buckets();
 
+// `s` with every byte that is not part of well-formed UTF-8, and every control character but
+// newline, replaced by U+FFFD: label values and help text come from clients and files, and one
+// invalid byte would make the whole exposition unreadable to Prometheus.
+std::string printable_text(std::string_view s);
+
 class Registry {
  public:
   // The child of family `name` with these labels, made on first use. The first call fixes the
   // family's help and type (and a histogram's bounds); a later call that disagrees on type or
   // bounds, or an invalid metric or label name, throws Error. Label order does not matter.
+  // Label values and help pass through printable_text.
   Counter& counter(std::string_view name, std::string_view help, const Labels& labels = {});
   Gauge& gauge(std::string_view name, std::string_view help, const Labels& labels = {});
   Histogram& histogram(std::string_view name, std::string_view help, const Labels& labels = {},

@@ -53,6 +53,14 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& p
       if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1)
         throw Error(path + ": min_cosine must be a number between 0 and 1");
       c.min_cosine = v.get<double>();
+    } else if (key == "max_audio_seconds") {
+      if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 86400)
+        throw Error(path + ": max_audio_seconds must be a number of seconds above 0 and at most 86400");
+      c.limits.max_audio_seconds = v.get<double>();
+    } else if (key == "max_image_pixels") {
+      c.limits.max_image_pixels = integer(v, path, "max_image_pixels", 1, int64_t{1} << 40);
+    } else if (key == "max_text_bytes") {
+      c.limits.max_text_bytes = static_cast<size_t>(integer(v, path, "max_text_bytes", 1, int64_t{1} << 32));
     } else {
       throw Error(path + ": unknown key '" + key + "'");
     }
@@ -79,7 +87,10 @@ nlohmann::json ModelConfig::to_json() const {
           {"precision", precision_spec(session.precision)},
           {"keep_fp32", session.precision.keep_fp32},
           {"min_cosine", min_cosine},
-          {"instances", instances}};
+          {"instances", instances},
+          {"max_audio_seconds", limits.max_audio_seconds},
+          {"max_image_pixels", limits.max_image_pixels},
+          {"max_text_bytes", limits.max_text_bytes}};
 }
 
 }  // namespace mminfer::serve

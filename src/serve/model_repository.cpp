@@ -116,6 +116,11 @@ std::shared_ptr<ServedModel> ModelRepository::get(const std::string& name, int v
   return it->second.model;
 }
 
+bool ModelRepository::knows(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return models_.count(name) > 0;
+}
+
 std::vector<std::shared_ptr<ServedModel>> ModelRepository::loaded() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<ServedModel>> out;

@@ -45,6 +45,8 @@ class ModelRepository {
   // The served version (version 0 or the served one's number), or null.
   std::shared_ptr<ServedModel> get(const std::string& name, int version = 0) const;
   std::vector<std::shared_ptr<ServedModel>> loaded() const;
+  // Whether `name` is a model folder the repository has seen (served or not): as index() lists.
+  bool knows(const std::string& name) const;
   // [{"name", "version", "state": READY|UNAVAILABLE, "reason"}] for every model folder seen.
   nlohmann::json index() const;
   bool all_ready() const;

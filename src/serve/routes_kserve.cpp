@@ -4,6 +4,7 @@
 #include <mutex>
 #include <thread>
 
+#include "serve/cache_control.h"
 #include "serve/kserve_bytes.h"
 #include "serve/kserve_tensors.h"
 #include "serve/request_json.h"
@@ -159,8 +160,6 @@ struct Gather {
   }
 };
 
-bool wants_no_cache(const HttpRequest& req) { return req.header("cache-control").find("no-cache") != std::string_view::npos; }
-
 }  // namespace
 
 void Server::kserve_tensor_infer(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, const Reply& reply) {
@@ -200,7 +199,7 @@ void Server::kserve_pipeline_infer(const HttpRequest& req, const std::shared_ptr
   auto request = std::make_shared<BytesRequest>(parse_bytes_request(req.body, header_length_of(req), sig));
   std::string name = model->name();
   int version = model->version();
-  bool bypass = wants_no_cache(req);
+  CacheDirectives bypass = cache_directives(req);
   size_t capacity = model->config().batching.capacity;
   for (const BytesInput& in : request->inputs)
     if (in.elements.size() > capacity)

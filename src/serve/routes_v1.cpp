@@ -57,8 +57,6 @@ class Join {
 
 json parse_json(const std::string& body) { return parse_request_json(body); }
 
-bool no_cache(const HttpRequest& req) { return req.header("cache-control").find("no-cache") != std::string_view::npos; }
-
 std::string string_field(const json& j, const char* key, const std::string& fallback) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
   if (!j[key].is_string()) throw RequestError(400, std::string("'") + key + "' must be a string", key);
@@ -169,6 +167,7 @@ json embedding_object(size_t index, const std::vector<float>& values, bool base6
 }  // namespace
 
 std::shared_ptr<ServedModel> Server::openai_model(const std::string& name) const {
+  count_under_model(name);
   auto model = repository_->get(name);
   if (!model)
     throw RequestError(404, "the model '" + name + "' does not exist or is not loaded (GET /v1/models lists those served)", "model",
@@ -229,6 +228,7 @@ void Server::embeddings(const HttpRequest& req, const Reply& reply) {
       try {
         tokens += model->text_tokens(inputs[i].bytes);
       } catch (const Error& e) {
+        if (dynamic_cast<const InputTooLarge*>(&e)) throw RequestError(413, where + e.what(), "input", "request_too_large");
         throw Error(where + e.what());
       }
     }
@@ -255,7 +255,7 @@ void Server::embeddings(const HttpRequest& req, const Reply& reply) {
     reply(json_response(
         {{"object", "list"}, {"data", data}, {"model", name}, {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}));
   });
-  bool bypass = no_cache(req);
+  CacheDirectives bypass = cache_directives(req);
   for (size_t i = 0; i < inputs.size(); ++i)
     features_.embedding(*model, inputs[i].modality, std::move(inputs[i].bytes), bypass, join->slot(i));
 }
@@ -278,7 +278,7 @@ void Server::ocr(const HttpRequest& req, const Reply& reply) {
   auto model = openai_model(name);
   if (!model->is_ocr()) throw RequestError(400, "model '" + name + "' is not an ocr pipeline", "model");
   auto start = std::chrono::steady_clock::now();
-  features_.ocr(*model, std::move(image), no_cache(req), [reply, name, start](Outcome o) {
+  features_.ocr(*model, std::move(image), cache_directives(req), [reply, name, start](Outcome o) {
     if (!o.value) return reply(openai_error(o.status, o.error));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     json lines = json::parse(*o.value);
@@ -324,7 +324,7 @@ void Server::classify(const HttpRequest& req, const Reply& reply) {
       out.push_back({{"label", s.label}, {"score", s.score}});
     reply(json_response({{"model", name}, {"labels", out}, {"image_cached", outcomes[0].cached}}));
   });
-  bool bypass = no_cache(req);
+  CacheDirectives bypass = cache_directives(req);
   features_.embedding(*model, Modality::kImage, std::string(image.begin(), image.end()), bypass, join->slot(0));
   for (size_t i = 0; i < texts.size(); ++i) features_.embedding(*model, Modality::kText, texts[i], bypass, join->slot(i + 1));
 }

@@ -11,6 +11,7 @@
 #include "pipelines/embedding_accuracy.h"
 #include "pipelines/manifest.h"
 #include "serve/embedding_dimensions.h"
+#include "serve/folder_digest.h"
 #include "serve/sha256.h"
 
 namespace mminfer::serve {
@@ -38,13 +39,6 @@ const char* kserve_datatype(DType t) {
 
 namespace {
 
-std::string file_identity(const std::string& path) {
-  std::error_code ec;
-  auto size = fs::file_size(path, ec);
-  auto time = fs::last_write_time(path, ec).time_since_epoch().count();
-  return path + ":" + std::to_string(size) + ":" + std::to_string(time);
-}
-
 // Runs fn on each item, catching its Error into that item's result: one bad input (a corrupt
 // image) fails alone, never the batch it shares.
 template <class In, class Out, class Fn>
@@ -64,11 +58,12 @@ std::vector<typename BatchQueue<In, Out>::Result> per_item(std::vector<In>& inpu
 // left out, so the rest still run as one batch. Returns the images and the items they came from.
 template <class Result>
 std::pair<std::vector<image::Image>, std::vector<size_t>> decode_each(const std::vector<Bytes>& encoded,
-                                                                      std::vector<Result>& out) {
+                                                                      std::vector<Result>& out,
+                                                                      const image::DecodeOptions& options) {
   std::vector<std::optional<image::Image>> each(encoded.size());
   parallel_each(static_cast<int64_t>(encoded.size()), [&](int64_t i) {
     try {
-      each[i] = image::decode_image(encoded[i]);
+      each[i] = image::decode_image(encoded[i], options);
     } catch (const std::exception& e) {
       out[i].error = e.what();
     }
@@ -109,7 +104,8 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
   if (pipelines::has_manifest(dir) || ppocr_names) {
     pipelines::Manifest m = pipelines::has_manifest(dir) ? pipelines::read_manifest(dir) : ocr::ocr_manifest(dir);
     kind_ = pipelines::type_name(m.type);
-    preprocess_id_ = sha256_hex(kind_ + "|" + m.preprocess.dump() + "|" + dir + "|" + std::to_string(version_));
+    preprocess_id_ = sha256_hex(kind_ + "|" + m.preprocess.dump() + "|" + dir + "|" + std::to_string(version_) + "|" +
+                                folder_digest(dir));
     if (m.type == pipelines::PipelineType::kOcr) {
       refuse_min_cosine();
       std::vector<BatchQueue<Bytes, std::vector<ocr::OcrLine>>::RunBatch> runs;
@@ -156,7 +152,7 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
         });
       });
     }
-    preprocess_id_ = sha256_hex(file_identity(path));
+    preprocess_id_ = sha256_hex("onnx|" + folder_digest(dir));
     tensor_q_ = std::make_unique<TensorQueue>(one, std::move(runs), observe_as("tensor"));
     return;
   }
@@ -164,11 +160,11 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
   // One run per instance for each tower the pipeline has, each on its own copy of the pipeline.
   using BytesQueue = BatchQueue<Bytes, Embedding>;  // images and audio arrive as file bytes
   using TextQueue = BatchQueue<std::string, Embedding>;
-  auto image_run = [](pipelines::Embedder* embedder) -> BytesQueue::RunBatch {
-    return [embedder](std::vector<Bytes>& in) {
+  auto image_run = [this](pipelines::Embedder* embedder) -> BytesQueue::RunBatch {
+    return [this, embedder](std::vector<Bytes>& in) {
       // Decode one by one (a corrupt file fails alone), then run the good ones as one batch.
       std::vector<BytesQueue::Result> out(in.size());
-      auto [images, where] = decode_each(in, out);
+      auto [images, where] = decode_each(in, out, decode_options());
       if (!images.empty()) {
         std::vector<Embedding> e = embedder->embed_images(images);
         for (size_t k = 0; k < where.size(); ++k) out[where[k]].value = std::move(e[k]);
@@ -225,6 +221,7 @@ bool ServedModel::takes(Modality m) const {
 
 void ServedModel::check_text(std::string_view text) const {
   if (embedders_.empty()) throw Error("model '" + name_ + "' takes no text");
+  check_input_cost(Modality::kText, text, config_.limits);  // before tokenizing it
   embedders_[0]->check_text(text);
 }
 
@@ -245,7 +242,7 @@ bool ServedModel::embed_audio(Bytes encoded, EmbeddingDone done) {
 std::vector<BatchResult<std::vector<ocr::OcrLine>>> ServedModel::read_lines(ocr::OcrPipeline& ocr,
                                                                           std::vector<Bytes>& encoded) {
   std::vector<BatchResult<std::vector<ocr::OcrLine>>> out(encoded.size());
-  auto [images, decoded] = decode_each(encoded, out);  // which items decoded; the others fail alone
+  auto [images, decoded] = decode_each(encoded, out, decode_options());  // which items decoded; the others fail alone
   try {
     std::vector<std::vector<ocr::OcrLine>> lines = ocr.run_many(images);
     for (size_t k = 0; k < decoded.size(); ++k) out[decoded[k]].value = std::move(lines[k]);
@@ -289,6 +286,12 @@ std::vector<std::pair<const char*, size_t>> ServedModel::chosen_batch_sizes() co
   if (text_q_) out.emplace_back("text", text_q_->controller().chosen());
   if (audio_q_) out.emplace_back("audio", audio_q_->controller().chosen());
   return out;
+}
+
+image::DecodeOptions ServedModel::decode_options() const {
+  image::DecodeOptions o;
+  o.max_pixels = config_.limits.max_image_pixels;  // what the header check missed (GIF frames)
+  return o;
 }
 
 void ServedModel::refuse_min_cosine() const {

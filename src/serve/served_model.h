@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mminfer/session.h"
+#include "modal/image/image.h"
 #include "pipelines/embedder.h"
 #include "pipelines/embedding_accuracy.h"
 #include "pipelines/ocr/ocr_pipeline.h"
@@ -45,8 +46,9 @@ class ServedModel {
   int version() const { return version_; }
   const std::string& kind() const { return kind_; }  // "onnx", "ocr", "clip", "audio-encoder"
   const ModelConfig& config() const { return config_; }
-  // A digest of what turns raw bytes into model inputs (the manifest's preprocess section, the
-  // model file's size and time): part of every cache key, so a new version never reuses old results.
+  // A digest of what turns raw bytes into results (the manifest's preprocess section and the
+  // contents of every file of the version folder, read once at load): part of every cache key,
+  // so neither a new version nor changed files reloaded as the same version reuse old results.
   const std::string& preprocess_id() const { return preprocess_id_; }
   nlohmann::json metadata() const;  // KServe v2 model metadata
   // Triton's model configuration (GET /v2/models/{m}/config): the same inputs and outputs.
@@ -81,7 +83,8 @@ class ServedModel {
   const std::vector<std::string>& default_templates() const { return templates_; }
   float logit_scale() const { return logit_scale_; }
 
-  // Throws Error for a text the text tower would refuse (too long, invalid UTF-8).
+  // Throws Error for a text the text tower would refuse (too long, invalid UTF-8), and
+  // InputTooLarge for one over config.json's max_text_bytes, before tokenizing it.
   void check_text(std::string_view text) const;
   // check_text, then the tokens the text tower reads for it (special tokens in, padding out).
   size_t text_tokens(std::string_view text) const;
@@ -109,6 +112,8 @@ class ServedModel {
     if (tensor_q_) n += f(*tensor_q_);
     return n;
   }
+  // The image decoder's options under this model's limits.
+  image::DecodeOptions decode_options() const;
   // Throws Error when config.json sets min_cosine on a model it cannot bound (ocr, onnx).
   void refuse_min_cosine() const;
   // Below FP32: the probes' embeddings by the pipeline in FP32, made before the served copies

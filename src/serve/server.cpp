@@ -6,6 +6,7 @@
 
 #include "serve/openai_error.h"
 #include "serve/content_encoding.h"
+#include "serve/route_labels.h"
 
 namespace mminfer::serve {
 
@@ -41,19 +42,9 @@ std::vector<std::string> split_path(const std::string& path) {
 // OpenAI's routes, whose errors come in OpenAI's envelope.
 bool is_openai_path(const std::vector<std::string>& p) { return !p.empty() && p[0] == "v1"; }
 
-// The label a request is counted under: the route, not the raw path (model names vary).
-std::string endpoint_of(const std::vector<std::string>& p) {
-  if (p.empty()) return "/";
-  if (p[0] == "v1" && p.size() == 2) return "/v1/" + p[1];
-  if (p[0] == "v1" && p.size() == 3 && p[1] == "models") return "/v1/models";
-  if (p[0] == "v2") {
-    if (p.size() >= 3 && p[1] == "models") return "/v2/models/" + (p.size() > 3 ? p.back() : std::string("metadata"));
-    if (p.size() >= 2 && p[1] == "repository") return "/v2/repository";
-    return "/v2/health";
-  }
-  if (p[0] == "metrics") return "/metrics";
-  return "other";
-}
+// The model a /v1 request names in its body is known only once its handler has looked it up
+// (find_model), which happens on the thread that runs handle(): that lookup records it here.
+thread_local std::string* t_requested_model = nullptr;
 
 }  // namespace
 
@@ -89,10 +80,11 @@ void Server::shutdown() {
 
 void Server::observe_batch(const std::string& model, const char* queue, size_t batch, double queue_ms, double compute_ms) {
   metrics::Labels l = {{"model", model}, {"queue", queue}};
-  metrics_.histogram("mminfer_batch_size", "Requests per model run", l, metrics::batch_size_buckets()).observe(static_cast<double>(batch));
-  metrics_.histogram("mminfer_queue_seconds", "Time a batch's first request waited in the queue", l).observe(queue_ms / 1e3);
-  metrics_.histogram("mminfer_compute_seconds", "Time one batch took to run", l).observe(compute_ms / 1e3);
-  metrics_.counter("mminfer_batches_total", "Batches run", l).inc();
+  metrics_.histogram("mminfer_batch_size", "Requests per model run (requests)", l, metrics::batch_size_buckets())
+      .observe(static_cast<double>(batch));
+  metrics_.histogram("mminfer_queue_seconds", "Time a batch's first request waited in the queue (seconds)", l).observe(queue_ms / 1e3);
+  metrics_.histogram("mminfer_compute_seconds", "Time one batch took to run (seconds)", l).observe(compute_ms / 1e3);
+  metrics_.counter("mminfer_batches_total", "Batches run (batches)", l).inc();
   stats_.record_batch(model, batch, static_cast<uint64_t>(queue_ms * 1e6), static_cast<uint64_t>(compute_ms * 1e6));
 }
 
@@ -100,28 +92,33 @@ std::string Server::render_metrics() {
   if (cache_) {
     CacheStats s = cache_->stats();
     // Running totals: counters (_total), which a rate() over them needs.
-    metrics_.counter("mminfer_cache_hits_total", "Cache lookups answered from the cache").advance_to(static_cast<double>(s.hits));
-    metrics_.counter("mminfer_cache_misses_total", "Cache lookups that found nothing").advance_to(static_cast<double>(s.misses));
-    metrics_.counter("mminfer_cache_evictions_total", "Entries removed to stay under the byte budget")
+    metrics_.counter("mminfer_cache_hits_total", "Cache lookups answered from the cache (lookups)").advance_to(static_cast<double>(s.hits));
+    metrics_.counter("mminfer_cache_misses_total", "Cache lookups that found nothing (lookups)").advance_to(static_cast<double>(s.misses));
+    metrics_.counter("mminfer_cache_evictions_total", "Entries removed to stay under the byte budget (entries)")
         .advance_to(static_cast<double>(s.evictions));
-    metrics_.counter("mminfer_cache_expirations_total", "Entries removed because their TTL passed")
+    metrics_.counter("mminfer_cache_expirations_total", "Entries removed because their TTL passed (entries)")
         .advance_to(static_cast<double>(s.expirations));
-    metrics_.gauge("mminfer_cache_bytes", "Bytes held by the cache").set(static_cast<double>(s.bytes));
-    metrics_.gauge("mminfer_cache_entries", "Entries held by the cache").set(static_cast<double>(s.entries));
+    metrics_.gauge("mminfer_cache_bytes", "Memory held by the cache (bytes)").set(static_cast<double>(s.bytes));
+    metrics_.gauge("mminfer_cache_entries", "Entries held by the cache (entries)").set(static_cast<double>(s.entries));
   }
   for (const auto& m : repository_->loaded()) {
-    metrics_.gauge("mminfer_queue_depth", "Requests waiting in a model's queues", {{"model", m->name()}}).set(static_cast<double>(m->queued()));
-    metrics_.gauge("mminfer_inflight_requests", "Requests a model has accepted and not yet answered", {{"model", m->name()}})
+    metrics_.gauge("mminfer_queue_depth", "Requests waiting in a model's queues (requests)", {{"model", m->name()}}).set(static_cast<double>(m->queued()));
+    metrics_.gauge("mminfer_inflight_requests", "Requests a model has accepted and not yet answered (requests)", {{"model", m->name()}})
         .set(static_cast<double>(m->in_flight()));
     for (const auto& [queue, size] : m->chosen_batch_sizes())
-      metrics_.gauge("mminfer_batch_size_target", "Batch size the adaptive controller picked last", {{"model", m->name()}, {"queue", queue}})
+      metrics_.gauge("mminfer_batch_size_target", "Batch size the adaptive controller picked last (requests)", {{"model", m->name()}, {"queue", queue}})
           .set(static_cast<double>(size));
   }
-  metrics_.gauge("mminfer_open_connections", "Open HTTP connections").set(static_cast<double>(http_->open_connections()));
+  metrics_.gauge("mminfer_open_connections", "Open HTTP connections (connections)").set(static_cast<double>(http_->open_connections()));
   return metrics_.render();
 }
 
+void Server::count_under_model(const std::string& name) const {
+  if (t_requested_model) *t_requested_model = name;
+}
+
 std::shared_ptr<ServedModel> Server::find_model(const std::string& name, int version, const Reply& reply) const {
+  count_under_model(name);
   auto model = repository_->get(name, version);
   if (!model) {
     bool known = repository_->get(name) != nullptr;
@@ -131,20 +128,32 @@ std::shared_ptr<ServedModel> Server::find_model(const std::string& name, int ver
   return model;
 }
 
+std::string Server::model_label(const std::string& name) const {
+  if (name.empty()) return "";
+  // Only names the repository holds become label values: any other name a client sends is one.
+  return repository_->knows(name) ? name : "unknown";
+}
+
 void Server::handle(HttpRequest req, Reply reply) {
   auto start = std::chrono::steady_clock::now();
   std::vector<std::string> parts = split_path(req.path);
-  std::string endpoint = endpoint_of(parts);
+  RouteLabels route_of = route_labels(parts);
+  auto requested = std::make_shared<std::string>(route_of.model);
   // Every error on /v1, whoever answers it (routes, shared lookups, 405, 503), reaches OpenAI's
   // clients in their envelope.
   const bool openai = is_openai_path(parts);
-  Reply counted = [this, reply, start, endpoint, openai](HttpResponse res) {
+  Reply counted = [this, reply, start, endpoint = route_of.endpoint, requested, openai](HttpResponse res) {
     if (openai) to_openai_envelope(res);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    metrics_.counter("mminfer_requests_total", "HTTP requests answered", {{"endpoint", endpoint}, {"code", std::to_string(res.status)}}).inc();
-    metrics_.histogram("mminfer_request_seconds", "Time from request to answer", {{"endpoint", endpoint}}).observe(s);
+    // Named when answered: a model loaded by this very request is known by then.
+    metrics::Labels l = {{"endpoint", endpoint}};
+    if (std::string model = model_label(*requested); !model.empty()) l.emplace_back("model", std::move(model));
+    metrics::Labels with_code = l;
+    with_code.emplace_back("code", std::to_string(res.status));
+    metrics_.counter("mminfer_requests_total", "HTTP requests answered (requests)", with_code).inc();
+    metrics_.histogram("mminfer_request_seconds", "Time from request to answer (seconds)", l).observe(s);
     if (res.status >= 400)
-      metrics_.counter("mminfer_request_failures_total", "Requests answered with an error", {{"endpoint", endpoint}}).inc();
+      metrics_.counter("mminfer_request_failures_total", "Requests answered with an error (requests)", l).inc();
     reply(std::move(res));
   };
   if (stopping_) return counted(error_response(503, "the server is shutting down"));
@@ -162,14 +171,18 @@ void Server::handle(HttpRequest req, Reply reply) {
       return counted(std::move(r));
     }
   }
+  t_requested_model = requested.get();
   auto owner = std::make_shared<const HttpRequest>(std::move(req));
   try {
     route(owner, counted);
   } catch (const RequestError& e) {
     counted(openai ? openai_error(e.status(), e.what(), e.param(), e.code()) : error_response(e.status(), e.what()));
+  } catch (const InputTooLarge& e) {
+    counted(error_response(413, e.what()));
   } catch (const std::exception& e) {
     counted(error_response(400, e.what()));
   }
+  t_requested_model = nullptr;
 }
 
 void Server::route(const std::shared_ptr<const HttpRequest>& owner, const Reply& reply) {

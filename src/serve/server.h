@@ -74,9 +74,14 @@ class Server {
   void ocr(const HttpRequest& req, const Reply& reply);
   void classify(const HttpRequest& req, const Reply& reply);
 
+  // Also records `name` as the model the request is counted under in /metrics.
   std::shared_ptr<ServedModel> find_model(const std::string& name, int version, const Reply& reply) const;
   // The served version of `name`; throws RequestError 404 (param "model", code model_not_found).
   std::shared_ptr<ServedModel> openai_model(const std::string& name) const;
+  // Records `name` as the model this request is counted under in /metrics (on handle()'s thread).
+  void count_under_model(const std::string& name) const;
+  // The metrics' model label: the name when the repository holds that model, else "unknown".
+  std::string model_label(const std::string& name) const;
   void observe_batch(const std::string& model, const char* queue, size_t batch, double queue_ms, double compute_ms);
   std::string render_metrics();
 

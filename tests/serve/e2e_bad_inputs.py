@@ -21,7 +21,8 @@ def tiny_png():
         chunk(b"IDAT", zlib.compress(b"\x00\x80")) + chunk(b"IEND", b"")
 
 
-CORRUPT_PNG = PNG_HEAD + b"\x00\x00\x00\rIHDR" + bytes(range(200))
+# An 8x8 header (larger ones are refused from the header alone, with 413), then bytes that are no PNG.
+CORRUPT_PNG = PNG_HEAD + b"\x00\x00\x00\rIHDR" + bytes([0, 0, 0, 8, 0, 0, 0, 8]) + bytes(range(8, 200))
 
 
 def tiny_body(datatype="FP32", shape=(2, 4), data=None):

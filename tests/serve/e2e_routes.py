@@ -213,7 +213,7 @@ def test_metrics_and_page(ctx):
     assert r.status == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4"), \
         f"/metrics: expected Prometheus text, got {r.status} {r.headers.get('content-type')}"
     m = parse_metrics(r.body.decode())
-    for name, labels in (("mminfer_requests_total", dict(endpoint="/v1/embeddings", code="200")),
+    for name, labels in (("mminfer_requests_total", dict(endpoint="/v1/embeddings", model="clip", code="200")),
                          ("mminfer_batches_total", dict(model="clip", queue="image")),
                          ("mminfer_batch_size_count", dict(model="clip", queue="text")),
                          ("mminfer_cache_misses_total", {})):

@@ -69,6 +69,28 @@ TEST(Metrics, EscapesLabelValuesAndHelp) {
             "esc_total{path=\"C:\\\\dir\\\\\\\"x\\\"\\nnext\"} 1\n");
 }
 
+TEST(Metrics, PrintableTextKeepsUtf8AndReplacesTheRest) {
+  EXPECT_EQ(printable_text("/v1/caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"), "/v1/caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+  EXPECT_EQ(printable_text("/a\xFF\xFE"), "/a" + r + r);
+  EXPECT_EQ(printable_text(std::string("t\0ab\x01\x7F\tz\n", 9)), "t" + r + "ab" + r + r + r + "z\n");
+  EXPECT_EQ(printable_text("\xC0\xAF"), r + r);              // overlong '/'
+  EXPECT_EQ(printable_text("\xED\xA0\x80"), r + r + r);      // a UTF-16 surrogate
+  EXPECT_EQ(printable_text("\xF4\x90\x80\x80"), r + r + r + r);  // above U+10FFFF
+  EXPECT_EQ(printable_text("\xE2\x82"), r + r);              // cut short
+}
+
+TEST(Metrics, ClientBytesInLabelValuesRenderAsValidText) {
+  Registry r;
+  r.counter("req_total", "help \xFF with a bad byte", {{"endpoint", "/\xFF\xFE"}}).inc();
+  // Another raw value that prints alike is the same child, not a duplicate series.
+  r.counter("req_total", "help", {{"endpoint", "/\xFE\xFF"}}).inc();
+  EXPECT_EQ(r.render(),
+            "# HELP req_total help \xEF\xBF\xBD with a bad byte\n"
+            "# TYPE req_total counter\n"
+            "req_total{endpoint=\"/\xEF\xBF\xBD\xEF\xBF\xBD\"} 2\n");
+}
+
 TEST(Metrics, HistogramBucketsAreCumulativeAndInclusive) {
   Histogram h({0.1, 1, 10});
   for (double v : {0.05, 0.1, 0.5, 1.0, 5.0, 50.0, 500.0}) h.observe(v);

@@ -127,6 +127,20 @@ Audio decode_audio(std::span<const uint8_t> bytes, const DecodeOptions& options)
   return read_mono(file.get(), info, options, what);
 }
 
+std::optional<AudioHeader> read_audio_header(std::span<const uint8_t> bytes) {
+  if (bytes.empty()) return std::nullopt;
+  MemoryFile mem{bytes};
+  SF_VIRTUAL_IO io{mem_length, mem_seek, mem_read, mem_write, mem_tell};
+  SF_INFO info{};
+  SndFile file(sf_open_virtual(&io, SFM_READ, &info, &mem));
+  if (!file) return std::nullopt;
+  AudioHeader h;
+  h.sample_rate = info.samplerate;
+  // SF_COUNT_MAX: an Ogg stream cut short, whose length nobody knows before decoding it.
+  if (info.frames != SF_COUNT_MAX) h.frames = info.frames;
+  return h;
+}
+
 Audio decode_audio_file(const std::string& path, const DecodeOptions& options) {
   const std::string what = "audio file " + path;
   SF_INFO info{};

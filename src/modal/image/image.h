@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,5 +38,14 @@ struct DecodeOptions {
 };
 
 Image decode_image(std::span<const uint8_t> bytes, const DecodeOptions& options = {});
+
+struct Dimensions {
+  int64_t width = 0;
+  int64_t height = 0;
+};
+// What the header says, without decoding: nullopt for an unknown format or a header too short
+// or malformed to say (decode_image then gives the error). GIF frames may reach beyond the
+// screen read here; decode_image checks those against max_pixels too.
+std::optional<Dimensions> read_dimensions(std::span<const uint8_t> bytes);
 
 }  // namespace mminfer::image

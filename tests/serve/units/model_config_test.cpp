@@ -8,7 +8,8 @@ namespace {
 TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   auto j = nlohmann::json::parse(R"({"max_batch_size": 16, "max_queue_delay_us": 5000, "preferred_batch_size": [8, 16],
     "queue_capacity": 64, "latency_target_ms": 40, "cache": false, "threads": 2, "opt_level": 1,
-    "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "min_cosine": 0.995, "instances": 2})");
+    "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "min_cosine": 0.995, "instances": 2,
+    "max_audio_seconds": 90.5, "max_image_pixels": 4000000, "max_text_bytes": 2048})");
   ModelConfig c = ModelConfig::from_json(j, "m/config.json");
   EXPECT_EQ(c.batching.max_batch_size, 16);
   EXPECT_EQ(c.batching.max_queue_delay.count(), 5000);
@@ -22,6 +23,9 @@ TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   EXPECT_EQ(c.session.precision.keep_fp32, "proj");
   EXPECT_EQ(c.instances, 2);
   EXPECT_EQ(c.min_cosine, 0.995);
+  EXPECT_EQ(c.limits.max_audio_seconds, 90.5);
+  EXPECT_EQ(c.limits.max_image_pixels, 4000000);
+  EXPECT_EQ(c.limits.max_text_bytes, 2048u);
   ModelConfig again = ModelConfig::from_json(c.to_json(), "again");
   EXPECT_EQ(again.to_json(), c.to_json());
   EXPECT_EQ(again.session.precision.of(Modality::kText), Precision::kBf16);
@@ -32,6 +36,10 @@ TEST(ModelConfig, DefaultsAreFp32AndEmptyObjectsAreFine) {
   EXPECT_FALSE(c.session.precision.any_below_fp32());
   EXPECT_EQ(c.to_json()["precision"], "fp32");
   EXPECT_EQ(c.min_cosine, 0);
+  // Generous for real inputs: ten minutes of audio, 50 megapixels, 100,000 bytes of text.
+  EXPECT_EQ(c.limits.max_audio_seconds, 600);
+  EXPECT_EQ(c.limits.max_image_pixels, 50'000'000);
+  EXPECT_EQ(c.limits.max_text_bytes, 100'000u);
 }
 
 TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
@@ -50,6 +58,10 @@ TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
              {R"({"min_cosine": 1.5})", "min_cosine must be a number between 0 and 1"},
              {R"({"min_cosine": "0.99"})", "min_cosine must be a number between 0 and 1"},
              {R"({"precison": "int8"})", "unknown key 'precison'"},
+             {R"({"max_audio_seconds": 0})", "max_audio_seconds must be a number of seconds above 0"},
+             {R"({"max_audio_seconds": "60"})", "max_audio_seconds must be a number of seconds above 0"},
+             {R"({"max_image_pixels": 0})", "max_image_pixels must be between 1 and"},
+             {R"({"max_text_bytes": 1.5})", "max_text_bytes must be an integer"},
              {R"([1, 2])", "expected a JSON object"}};
   for (const Bad& b : bad) {
     try {
