@@ -227,6 +227,7 @@ void ServedModel::check_text(std::string_view text) const {
 
 size_t ServedModel::text_tokens(std::string_view text) const {
   if (embedders_.empty()) throw Error("model '" + name_ + "' takes no text");
+  check_input_cost(Modality::kText, text, config_.limits);  // before tokenizing it
   return embedders_[0]->text_tokens(text);
 }
 
