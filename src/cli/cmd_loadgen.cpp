@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -68,7 +69,7 @@ int cmd_loadgen(int argc, char** argv) {
   Args args(argc, argv, 2,
             {"--url", "--mix", "--concurrency", "--duration", "--requests", "--repeat-fraction", "--text", "--image",
              "--image-dir", "--audio", "--audio-dir", "--model", "--model-text", "--model-image", "--model-audio",
-             "--timeout", "--seed", "--first-input"},
+             "--timeout", "--seed", "--first-input", "--api-key-file"},
             {"--help", "--json"});
   if (args.has("--help") || !args.has("--url")) {
     std::fputs(
@@ -89,7 +90,9 @@ int cmd_loadgen(int argc, char** argv) {
         "  --first-input: number of the first fresh input (random by default, so a run is not answered\n"
         "    from the cache an earlier run filled; the report gives it)\n"
         "  --model: model for every modality; --model-text, --model-image (clip), --model-audio (audio)\n"
-        "  --timeout: seconds per connect and per request (30)\n",
+        "  --timeout: seconds per connect and per request (30)\n"
+        "  --api-key-file F: the first line of F is sent as Authorization: Bearer KEY (a server with API\n"
+        "    keys); or the key in env MMINFER_API_KEY\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
@@ -118,6 +121,16 @@ int cmd_loadgen(int argc, char** argv) {
     if (!(first >= 0 && first < 9e15 && first == std::floor(first)))
       throw Error("--first-input must be a whole number from 0");
     o.first_input = static_cast<uint64_t>(first);
+  }
+
+  if (args.has("--api-key-file")) {
+    std::ifstream f(args.get("--api-key-file"));
+    if (!f) throw Error("cannot read the --api-key-file " + args.get("--api-key-file"));
+    std::getline(f, o.api_key);
+    while (!o.api_key.empty() && (o.api_key.back() == '\r' || o.api_key.back() == ' ')) o.api_key.pop_back();
+    if (o.api_key.empty()) throw Error("the first line of --api-key-file " + args.get("--api-key-file") + " is empty");
+  } else if (const char* key = std::getenv("MMINFER_API_KEY")) {
+    o.api_key = key;
   }
 
   serve::LoadgenReport report = serve::run_loadgen(o);

@@ -34,6 +34,7 @@ bool stale_connection(const beast::error_code& ec) {
 struct HttpClient::Impl {
   std::string host, port;
   std::chrono::milliseconds timeout;
+  std::string authorization;  // "" or "Bearer KEY"
   asio::io_context ioc;
   beast::tcp_stream stream{ioc};
   beast::flat_buffer buffer;
@@ -99,6 +100,7 @@ struct HttpClient::Impl {
     http::request<http::string_body> req{verb, target, 11};
     req.set(http::field::host, host + ":" + port);
     req.set(http::field::user_agent, "mminfer-loadgen");
+    if (!authorization.empty()) req.set(http::field::authorization, authorization);
     return req;
   }
 };
@@ -127,6 +129,8 @@ HttpResult HttpClient::get(const std::string& target) {
   req.prepare_payload();
   return impl_->request(req);
 }
+
+void HttpClient::set_bearer_token(const std::string& key) { impl_->authorization = key.empty() ? "" : "Bearer " + key; }
 
 size_t HttpClient::connections_opened() const { return impl_->opened; }
 

@@ -37,6 +37,8 @@ class HttpClient {
 
   HttpResult post(const std::string& target, const std::string& body, const std::string& content_type);
   HttpResult get(const std::string& target);
+  // Sent with every request as `Authorization: Bearer KEY` (servers started with API keys).
+  void set_bearer_token(const std::string& key);
   size_t connections_opened() const;  // tests check that connections are reused
 
  private:

@@ -90,6 +90,7 @@ struct Run {
 
   void virtual_user(int index, std::vector<LoadTally>& tally) {
     HttpClient client(target.host, target.port, o.timeout);
+    client.set_bearer_token(o.api_key);
     std::mt19937_64 rng(o.seed * 1000003u + static_cast<uint64_t>(index));
     std::vector<double> weights;
     for (const MixEntry& e : mix) weights.push_back(e.weight);

@@ -46,6 +46,7 @@ struct LoadgenOptions {
   std::string model_image = "clip";
   std::string model_audio = "audio";
   std::chrono::milliseconds timeout{30000};
+  std::string api_key;  // sent as Authorization: Bearer when set
   std::chrono::milliseconds error_backoff{50};  // pause after a connection error
   uint64_t seed = 1;
   // Number of the first fresh input. Unset: drawn at random for each run, so that one run's

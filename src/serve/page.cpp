@@ -26,9 +26,14 @@ const std::string& index_page() {
 <h2>Text</h2>
 <p><input type="text" id="text" placeholder="a sentence to embed"> <button id="embed">Embed</button></p>
 <div id="embedding"></div>
+<p><label>API key, when the server asks for one: <input type="password" id="key" autocomplete="off"></label></p>
 <script>
 const $ = (id) => document.getElementById(id);
 const show = (el, html) => { $(el).innerHTML = html; };
+// Sent as OpenAI clients send it; kept for this tab only.
+$('key').value = sessionStorage.getItem('mminfer-key') || '';
+$('key').onchange = () => sessionStorage.setItem('mminfer-key', $('key').value);
+const auth = (headers) => $('key').value ? {...headers, Authorization: 'Bearer ' + $('key').value} : headers;
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]));
 async function answer(res) {
   const body = await res.json().catch(() => ({error: 'the server sent no JSON'}));
@@ -48,14 +53,14 @@ async function run(file) {
   const task = document.querySelector('input[name=task]:checked').value;
   try {
     if (task === 'ocr') {
-      const r = await answer(await fetch('/v1/ocr', {method: 'POST', headers: {'Content-Type': file.type || 'application/octet-stream'}, body: file}));
+      const r = await answer(await fetch('/v1/ocr', {method: 'POST', headers: auth({'Content-Type': file.type || 'application/octet-stream'}), body: file}));
       draw(img, r.lines);
       show('result', '<ol id="lines">' + r.lines.map((l) => '<li>' + esc(l.text) + ' <small>(' + l.score.toFixed(3) + ')</small></li>').join('') +
            '</ol><small>' + r.lines.length + ' lines in ' + r.ms + ' ms</small>');
     } else {
       const data = await new Promise((ok) => { const fr = new FileReader(); fr.onload = () => ok(fr.result); fr.readAsDataURL(file); });
       const labels = $('labels').value.split(',').map((s) => s.trim()).filter((s) => s);
-      const r = await answer(await fetch('/v1/classify', {method: 'POST', headers: {'Content-Type': 'application/json'},
+      const r = await answer(await fetch('/v1/classify', {method: 'POST', headers: auth({'Content-Type': 'application/json'}),
                                                           body: JSON.stringify({image: data, labels})}));
       draw(img, []);
       show('result', '<table id="scores">' + r.labels.map((s) => '<tr><td>' + esc(s.label) + '</td><td>' + (100 * s.score).toFixed(1) + '%</td></tr>').join('') + '</table>');
@@ -70,7 +75,7 @@ drop.ondragleave = () => drop.classList.remove('over');
 drop.ondrop = (e) => { e.preventDefault(); drop.classList.remove('over'); e.dataTransfer.files[0] && run(e.dataTransfer.files[0]); };
 $('embed').onclick = async () => {
   try {
-    const r = await answer(await fetch('/v1/embeddings', {method: 'POST', headers: {'Content-Type': 'application/json'},
+    const r = await answer(await fetch('/v1/embeddings', {method: 'POST', headers: auth({'Content-Type': 'application/json'}),
                                                           body: JSON.stringify({model: 'clip', input: $('text').value})}));
     const v = r.data[0].embedding;
     show('embedding', '<p id="dims">' + v.length + ' dimensions: ' + v.slice(0, 6).map((x) => x.toFixed(4)).join(', ') + ', …</p>');

@@ -82,6 +82,26 @@ def test_api_keys_and_admin_key(ctx):
         s.stop()
 
 
+def test_loadgen_sends_the_key(ctx):
+    s = ctx.start_server("--api-key-file", ctx.write("keys", USER_KEY + "\n"))
+    try:
+        url = f"http://{s.host}:{s.port}"
+
+        def statuses(*extra, env=None):
+            run = subprocess.run([ctx.mminfer, "loadgen", "--url", url, "--requests", "3", "--model", "tiny", "--json", *extra],
+                                 capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})
+            assert run.returncode == 0, f"loadgen {extra}: exit {run.returncode}: {run.stderr}"
+            return json.loads(run.stdout)["total"]["status"]
+
+        assert statuses() == {"401": 3}, "loadgen without a key: every request 401"
+        # tiny makes no embeddings (400), but the key got each request past the check.
+        for extra, env in ((("--api-key-file", ctx.write("loadgen-key", USER_KEY + "\n")), None), ((), {"MMINFER_API_KEY": USER_KEY})):
+            got = statuses(*extra, env=env)
+            assert "401" not in got and sum(got.values()) == 3, f"loadgen with the key ({extra or env}): {got}"
+    finally:
+        s.stop()
+
+
 def test_cross_origin_and_host(ctx):
     app = "http://app.example"
     s = ctx.start_server("--cors-origin", app)
@@ -211,7 +231,7 @@ def main():
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ctx = Context(args.mminfer, args.out, tmp)
-        return run_tests([test_api_keys_and_admin_key, test_cross_origin_and_host, test_cors_preflight, test_tls_round_trip,
+        return run_tests([test_api_keys_and_admin_key, test_loadgen_sends_the_key, test_cross_origin_and_host, test_cors_preflight, test_tls_round_trip,
                           test_connection_limit_per_client], ctx)
 
 

@@ -15,6 +15,7 @@ import base64
 import json
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -110,6 +111,35 @@ def test_embed_typed_text(ctx):
     assert f"{first:.4f}" in dims, f"#dims {dims!r} should start with the embedding's first value {first:.4f}"
 
 
+def test_key_field_reaches_a_server_with_keys(ctx):
+    """With API keys, the page's calls carry the key typed in its field; without it they are refused."""
+    key = "page-key-4c1d"
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = os.path.join(tmp, "repo")
+        os.makedirs(repo)
+        os.symlink(os.path.abspath(os.path.join(ctx.dir, "repository", "clip")), os.path.join(repo, "clip"))
+        keys = os.path.join(tmp, "keys")
+        with open(keys, "w", encoding="utf-8") as f:
+            f.write(key + "\n")
+        keyed = Server(ctx.mminfer, repo, extra=["--api-key-file", keys])
+        try:
+            keyed.wait_ready()
+            page = ctx.page
+            page.navigate(f"http://{keyed.host}:{keyed.port}/")
+            embed = "document.getElementById('text').value = 'a cat'; document.getElementById('embed').click(); true"
+            page.evaluate(embed)
+            refused = page.wait_for("document.querySelector('#embedding .err') && document.querySelector('#embedding .err').textContent",
+                                    timeout=60, what="the error without a key")
+            assert "key" in refused.lower(), f"without a key the page should say a key is needed, it says {refused!r}"
+            page.evaluate(f"document.getElementById('key').value = '{key}'; true")
+            page.evaluate(embed)
+            dims = page.wait_for("document.querySelector('#dims') && document.querySelector('#dims').textContent", timeout=60,
+                                 what="#dims with the key")
+            assert "dimensions" in dims, f"with the key: #dims says {dims!r}"
+        finally:
+            keyed.stop()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mminfer", required=True)
@@ -121,6 +151,7 @@ def main():
     ctx.figures = {}
     with open(os.path.join(args.dir, "inputs", "inputs.json"), encoding="utf-8") as f:
         ctx.inputs = json.load(f)
+    ctx.mminfer, ctx.dir = args.mminfer, args.dir
     ctx.server = Server(args.mminfer, os.path.join(args.dir, "repository"))
     browser = None
     try:
@@ -128,7 +159,8 @@ def main():
         ctx.url = f"http://{ctx.server.host}:{ctx.server.port}/"
         browser = Chromium(args.chromium)
         ctx.page = browser.page()
-        code = run_tests([test_ocr_by_choosing_a_file, test_classify_by_dropping_an_image, test_embed_typed_text], ctx)
+        code = run_tests([test_ocr_by_choosing_a_file, test_classify_by_dropping_an_image, test_embed_typed_text,
+                          test_key_field_reaches_a_server_with_keys], ctx)
         ctx.page.close()
     finally:
         if browser:
