@@ -4,17 +4,11 @@
 
 #include <zlib.h>
 
+#include "serve/header_list.h"
+
 namespace mminfer::serve {
 
 namespace {
-
-std::string trim_lower(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-  return out;
-}
 
 // Inflates `in` with zlib's window bits `bits` (31: gzip, 15: zlib, -15: raw deflate). Stops
 // with 413 as soon as the output would pass max_bytes.
@@ -53,12 +47,8 @@ DecodedBody inflate_into(const std::string& in, int bits, size_t max_bytes, std:
 
 DecodedBody decode_content_encoding(std::string_view encoding, std::string& body, size_t max_bytes) {
   std::vector<std::string> codings;
-  while (!encoding.empty()) {
-    size_t comma = encoding.find(',');
-    std::string c = trim_lower(encoding.substr(0, comma));
-    if (!c.empty() && c != "identity") codings.push_back(c);
-    encoding = comma == std::string_view::npos ? std::string_view() : encoding.substr(comma + 1);
-  }
+  for (std::string& c : header_list_names(encoding))
+    if (!c.empty() && c != "identity") codings.push_back(std::move(c));
   if (codings.size() > 4) return {415, "more than 4 content codings"};
   for (auto it = codings.rbegin(); it != codings.rend(); ++it) {  // the last applied is undone first
     std::string out;
