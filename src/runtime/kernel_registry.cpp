@@ -36,6 +36,9 @@ void register_local_norms(Registry&);
 void register_recurrent(Registry&);
 void register_losses(Registry&);
 void register_non_max_suppression(Registry&);
+void register_rms_norm(Registry&);
+void register_skip_norm(Registry&);
+void register_rotary_embedding(Registry&);
 // tensor/
 void register_cast(Registry&);
 void register_shape_ops(Registry&);
@@ -95,6 +98,9 @@ const kernels::Registry& kernel_registry() {
     register_recurrent(r);
     register_losses(r);
     register_non_max_suppression(r);
+    register_rms_norm(r);            // SimplifiedLayerNormalization, RMSNormalization
+    register_skip_norm(r);           // com.microsoft Skip(Simplified)LayerNormalization
+    register_rotary_embedding(r);    // com.microsoft and ONNX RotaryEmbedding
     // tensor/
     register_cast(r);
     register_shape_ops(r);

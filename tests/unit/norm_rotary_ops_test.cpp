@@ -1,0 +1,105 @@
+// RMS / skip normalization and rotary embedding kernels on cases small enough to work out by
+// hand; tests/reference checks the same ops against ONNX Runtime on larger random ones.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernel_run.h"
+
+using mminfer::Attributes;
+using mminfer::DType;
+using mminfer::Shape;
+using mminfer::Tensor;
+using mminfer::testing::run_kernel_once;
+
+namespace {
+
+Tensor floats(Shape shape, std::vector<float> v) {
+  Tensor t = Tensor::empty(DType::kFloat32, std::move(shape));
+  std::memcpy(t.data<float>(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+Tensor ints(Shape shape, std::vector<int64_t> v) {
+  Tensor t = Tensor::empty(DType::kInt64, std::move(shape));
+  std::memcpy(t.data<int64_t>(), v.data(), v.size() * sizeof(int64_t));
+  return t;
+}
+
+void expect_values(const Tensor& t, const std::vector<float>& want) {
+  ASSERT_EQ(t.numel(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(t.data<float>()[i], want[i], 1e-5f) << i;
+}
+
+Attributes eps0() {
+  Attributes a;
+  a.set("epsilon", 0.0f);
+  return a;
+}
+
+}  // namespace
+
+// x = [3, 4]: mean(x^2) = 12.5, so y = x / sqrt(12.5) * scale.
+TEST(RmsNorm, DividesByRootMeanSquare) {
+  Tensor x = floats({1, 2}, {3, 4}), scale = floats({2}, {1, 2});
+  Attributes a = eps0();
+  expect_values(run_kernel_once("SimplifiedLayerNormalization", "", 1, a, {&x, &scale}, {}), {0.8485281f, 2.2627417f});
+  expect_values(run_kernel_once("RMSNormalization", "", 23, a, {&x, &scale}, {}), {0.8485281f, 2.2627417f});
+}
+
+// input + skip + bias = [1, 3] + ... : SkipLayerNormalization's bias is input 4 (beta is 3).
+TEST(SkipNorm, LayerNormOfTheSumWithBetaAndBias) {
+  Tensor x = floats({1, 2}, {1, 2}), skip = floats({1, 2}, {1, 0}), gamma = floats({2}, {2, 3}),
+         beta = floats({2}, {0.5f, 0.5f}), bias = floats({2}, {-1, 1});
+  // s = [1, 3]: mean 2, variance 1, so (s - 2) = [-1, 1], times gamma plus beta.
+  Attributes a = eps0();
+  expect_values(run_kernel_once("SkipLayerNormalization", "com.microsoft", 1, a, {&x, &skip, &gamma, &beta, &bias}, {}),
+                {-1.5f, 3.5f});
+}
+
+// SkipSimplifiedLayerNormalization's bias is input 3; s = [3, 4] gives the RMS case above.
+TEST(SkipNorm, SimplifiedTakesBiasAtInputThree) {
+  Tensor x = floats({1, 2}, {1, 3}), skip = floats({1, 2}, {1, 2}), gamma = floats({2}, {1, 2}), bias = floats({2}, {1, -1});
+  Attributes a = eps0();
+  expect_values(run_kernel_once("SkipSimplifiedLayerNormalization", "com.microsoft", 1, a, {&x, &skip, &gamma, &bias}, {}),
+                {0.8485281f, 2.2627417f});
+}
+
+// Cache row 1 turns by 90 degrees in channel 0 (cos 0, sin 1) and not in channel 1; row 0 is
+// the identity, so reading the wrong row shows.
+TEST(Rotary, RotatesHalvesOrInterleavedPairsByThePositionsRow) {
+  Tensor x = floats({1, 1, 4}, {1, 2, 3, 4}), ids = ints({1, 1}, {1});
+  Tensor cos = floats({2, 2}, {1, 1, 0, 1}), sin = floats({2, 2}, {0, 0, 1, 0});
+  Attributes a;
+  a.set("num_heads", int64_t(1));
+  // Halves pair (0, 2) and (1, 3): (1, 3) -> (-3, 1); (2, 4) unchanged.
+  expect_values(run_kernel_once("RotaryEmbedding", "com.microsoft", 1, a, {&x, &ids, &cos, &sin}, {}), {-3, 2, 1, 4});
+  a.set("interleaved", int64_t(1));
+  // Pairs (0, 1) and (2, 3): (1, 2) -> (-2, 1); (3, 4) unchanged.
+  expect_values(run_kernel_once("RotaryEmbedding", "com.microsoft", 1, a, {&x, &ids, &cos, &sin}, {}), {-2, 1, 3, 4});
+  // The ONNX form takes the caches first and position_ids last.
+  expect_values(run_kernel_once("RotaryEmbedding", "", 23, a, {&x, &cos, &sin, &ids}, {}), {-2, 1, 3, 4});
+}
+
+// Partial rotary: only the first rotary_embedding_dim channels turn, the rest are copied.
+TEST(Rotary, PartialDimCopiesTheRest) {
+  Tensor x = floats({1, 1, 4}, {1, 2, 3, 4}), ids = ints({1}, {1});  // one offset: position 1 + s
+  Tensor cos = floats({2, 1}, {1, 0}), sin = floats({2, 1}, {0, 1});
+  Attributes a;
+  a.set("num_heads", int64_t(1));
+  a.set("rotary_embedding_dim", int64_t(2));
+  expect_values(run_kernel_once("RotaryEmbedding", "com.microsoft", 1, a, {&x, &ids, &cos, &sin}, {}), {-2, 1, 3, 4});
+}
+
+TEST(Rotary, PositionOutsideTheCacheIsAnError) {
+  Tensor x = floats({1, 1, 4}, {1, 2, 3, 4}), ids = ints({1, 1}, {2});
+  Tensor cos = floats({2, 2}, {1, 1, 0, 1}), sin = floats({2, 2}, {0, 0, 1, 0});
+  Attributes a;
+  try {
+    run_kernel_once("RotaryEmbedding", "com.microsoft", 1, a, {&x, &ids, &cos, &sin}, {});
+    FAIL() << "expected an error";
+  } catch (const mminfer::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("position 2 is outside"), std::string::npos) << e.what();
+  }
+}
