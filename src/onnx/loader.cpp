@@ -11,6 +11,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "core/one_line.h"
+#include "onnx/contrib_schemas.h"
 #include "onnx/tensor_proto.h"
 
 namespace mminfer::onnx_io {
@@ -290,6 +291,7 @@ LoadedModel load_model_unchecked(const std::string& bytes, const std::string& ba
   if (!opsets.count("")) opsets[""] = 1;
 
   LoadedModel out;
+  register_contrib_schemas();
   // The checker and shape inference make sense only on a structurally sound model; they
   // report problems as exceptions, which become warnings here because our own loader
   // validates what execution needs.

@@ -1,0 +1,126 @@
+#include "onnx/contrib_schemas.h"
+
+#include <onnx/defs/schema.h>
+#include <onnx/defs/shape_inference.h>
+
+#include <mutex>
+
+namespace mminfer::onnx_io {
+
+namespace {
+
+using onnx::AttributeProto;
+using onnx::InferenceContext;
+using onnx::OpSchema;
+
+const char* const kMicrosoft = "com.microsoft";
+const std::vector<std::string> kFloats = {"tensor(float)", "tensor(float16)", "tensor(double)", "tensor(bfloat16)"};
+
+// Output `o` gets input 0's shape with the dims from `axis` on set to 1 (per-row statistics).
+void row_stat_output(InferenceContext& ctx, size_t o, int64_t axis) {
+  if (ctx.getNumOutputs() <= o) return;
+  onnx::updateOutputElemType(ctx, o, onnx::TensorProto::FLOAT);
+  if (!onnx::hasInputShape(ctx, 0)) return;
+  const auto& in = ctx.getInputType(0)->tensor_type().shape();
+  int64_t rank = in.dim_size();
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return;  // the kernel reports a bad axis
+  auto* shape = ctx.getOutputType(o)->mutable_tensor_type()->mutable_shape();
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < axis)
+      *shape->add_dim() = in.dim(static_cast<int>(d));
+    else
+      shape->add_dim()->set_dim_value(1);
+  }
+}
+
+void like_input(InferenceContext& ctx, size_t input, size_t o) {
+  if (ctx.getNumOutputs() <= o) return;
+  onnx::propagateElemTypeFromInputToOutput(ctx, input, o);
+  if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, o);
+}
+
+OpSchema simplified_layer_norm() {
+  OpSchema s("SimplifiedLayerNormalization", __FILE__, __LINE__);
+  s.SetDomain("").SinceVersion(1)
+      .Attr("axis", "first normalized axis", AttributeProto::INT, static_cast<int64_t>(-1))
+      .Attr("epsilon", "added to the mean square", AttributeProto::FLOAT, 1e-5f)
+      .Attr("stash_type", "statistics type", AttributeProto::INT, static_cast<int64_t>(1))
+      .Input(0, "X", "", "T")
+      .Input(1, "scale", "", "V")
+      .Output(0, "Y", "", "V")
+      .Output(1, "inv_std_var", "", "U", OpSchema::Optional)
+      .TypeConstraint("T", kFloats, "")
+      .TypeConstraint("U", {"tensor(float)", "tensor(double)"}, "")
+      .TypeConstraint("V", kFloats, "")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+        // Y takes scale's dtype and X's shape.
+        onnx::propagateElemTypeFromInputToOutput(ctx, 1, 0);
+        if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+        row_stat_output(ctx, 1, onnx::getAttribute(ctx, "axis", static_cast<int64_t>(-1)));
+      });
+  return s;
+}
+
+OpSchema skip_layer_norm(bool simplified) {
+  OpSchema s(simplified ? "SkipSimplifiedLayerNormalization" : "SkipLayerNormalization", __FILE__, __LINE__);
+  s.SetDomain(kMicrosoft).SinceVersion(1)
+      .Attr("epsilon", "added to the variance", AttributeProto::FLOAT, 1e-12f)
+      .Input(0, "input", "", "T")
+      .Input(1, "skip", "", "T")
+      .Input(2, "gamma", "", "T");
+  if (simplified) {
+    s.Input(3, "bias", "", "T", OpSchema::Optional);
+  } else {
+    s.Input(3, "beta", "", "T", OpSchema::Optional).Input(4, "bias", "", "T", OpSchema::Optional);
+  }
+  s.Output(0, "output", "", "T")
+      .Output(1, "mean", "", "U", OpSchema::Optional)
+      .Output(2, "inv_std_var", "", "U", OpSchema::Optional)
+      .Output(3, "input_skip_bias_sum", "", "T", OpSchema::Optional)
+      .TypeConstraint("T", kFloats, "")
+      .TypeConstraint("U", {"tensor(float)"}, "")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+        like_input(ctx, 0, 0);
+        row_stat_output(ctx, 1, -1);
+        row_stat_output(ctx, 2, -1);
+        like_input(ctx, 0, 3);
+      });
+  return s;
+}
+
+OpSchema rotary_embedding() {
+  OpSchema s("RotaryEmbedding", __FILE__, __LINE__);
+  s.SetDomain(kMicrosoft).SinceVersion(1)
+      .Attr("interleaved", "pairs are adjacent channels", AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("num_heads", "heads of a 3D input", AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("rotary_embedding_dim", "rotated channels per head", AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("scale", "cache scale", AttributeProto::FLOAT, 1.0f)
+      .Attr("is_packed_batching", "packed sequences", AttributeProto::INT, static_cast<int64_t>(0))
+      .Input(0, "input", "", "T")
+      .Input(1, "position_ids", "", "M")
+      .Input(2, "cos_cache", "", "T")
+      .Input(3, "sin_cache", "", "T")
+      .Output(0, "output", "", "T")
+      .TypeConstraint("T", kFloats, "")
+      .TypeConstraint("M", {"tensor(int64)"}, "")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) { like_input(ctx, 0, 0); });
+  return s;
+}
+
+}  // namespace
+
+void register_contrib_schemas() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    onnx::OpSchemaRegistry::Instance();  // the standard schemas first
+    auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance();
+    if (!ranges.Map().count(kMicrosoft)) ranges.AddDomainToVersion(kMicrosoft, 1, 1);
+    for (OpSchema s : {simplified_layer_norm(), skip_layer_norm(false), skip_layer_norm(true), rotary_embedding()}) {
+      if (onnx::OpSchemaRegistry::Schema(s.Name(), s.domain())) continue;  // a newer onnx knows it
+      onnx::OpSchemaRegistry::OpSchemaRegisterOnce reg(s);
+    }
+  });
+}
+
+}  // namespace mminfer::onnx_io
