@@ -156,6 +156,12 @@ def rotary_cases():
                     [("cos_cache", cos), ("sin_cache", sin)], [("output", f)], attrs, opset=23)
         case.tail_inputs = [("position_ids", ids)]
         cases.append(case)
+    # ONNX opset 23 without position_ids: the caches hold each token's row, [B, S, rotary_dim / 2].
+    rng = rng_for("rope23_no_ids")
+    cos, sin = rope_caches(max_pos, 9, np.float32)
+    ids = rng.integers(0, max_pos, (B, S))
+    cases.append(Case("rotary_onnx23_3d_caches_per_token", "RotaryEmbedding", "", [("input", rand(rng, (B, S, HIDDEN)))],
+                      [("cos_cache", cos[ids]), ("sin_cache", sin[ids])], [("output", f)], {"num_heads": 4}, opset=23))
     rng = rng_for("rms23")
     cases.append(Case("rms_norm_onnx23", "RMSNormalization", "", [("x", rand(rng, (B, S, HIDDEN), np.float32, 2.0))],
                       [("scale", rand(rng, (HIDDEN,), np.float32, 0.3, 1.0))], [("y", f)], {"epsilon": 1e-6}, opset=23))

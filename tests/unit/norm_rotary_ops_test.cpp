@@ -103,3 +103,29 @@ TEST(Rotary, PositionOutsideTheCacheIsAnError) {
     EXPECT_NE(std::string(e.what()).find("position 2 is outside"), std::string::npos) << e.what();
   }
 }
+
+// Mismatched shapes are one clear error each, at shape inference, never a read out of bounds.
+TEST(NormRotaryErrors, ShapeMismatchesAreNamed) {
+  auto message = [](const std::string& op, int opset, const Attributes& a, std::vector<const Tensor*> in) {
+    try {
+      run_kernel_once(op, op == "SimplifiedLayerNormalization" ? "" : "com.microsoft", opset, a, in, {});
+    } catch (const mminfer::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Tensor x = floats({1, 1, 4}, {1, 2, 3, 4}), ids = ints({1, 1}, {0});
+  Tensor cos3 = floats({2, 3}, {1, 1, 1, 0, 0, 0}), sin3 = floats({2, 3}, {0, 0, 0, 1, 1, 1});
+  Attributes heads;
+  heads.set("num_heads", int64_t(1));
+  EXPECT_NE(message("RotaryEmbedding", 1, heads, {&x, &ids, &cos3, &sin3}).find("cos_cache's last dim is 3, expected rotary_dim / 2 = 2"),
+            std::string::npos);
+  Tensor skip = floats({1, 3}, {1, 2, 3}), gamma = floats({4}, {1, 1, 1, 1}), gamma3 = floats({3}, {1, 1, 1});
+  Attributes none;
+  EXPECT_NE(message("SkipLayerNormalization", 1, none, {&x, &skip, &gamma}).find("skip of shape 1x3 does not match input"),
+            std::string::npos);
+  EXPECT_NE(message("SkipSimplifiedLayerNormalization", 1, none, {&x, &x, &gamma3}).find("gamma must have shape [4]"),
+            std::string::npos);
+  EXPECT_NE(message("SimplifiedLayerNormalization", 1, none, {&x, &gamma3}).find("scale of shape 3 does not broadcast to 4"),
+            std::string::npos);
+}
