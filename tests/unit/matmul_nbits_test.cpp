@@ -118,6 +118,31 @@ TEST(MatMulNBits, GemvIsaPathsMatchReference) {
   }
 }
 
+// The deprecated g_idx input names each k's block; the identity mapping must change nothing, and
+// a permuted one must read scales and zero points from the named block (the plain path runs it).
+TEST(MatMulNBits, GroupIndexPicksTheBlock) {
+  Case c{4, 16, 64, 5, 1};
+  RandomWeights r(c, 77);
+  std::vector<float> a = testing::normal(static_cast<size_t>(c.K), 78);
+  std::vector<int32_t> g(static_cast<size_t>(c.K));
+  for (int64_t k = 0; k < c.K; ++k) g[static_cast<size_t>(k)] = static_cast<int32_t>(k / c.block);
+  std::vector<float> want(static_cast<size_t>(c.N)), got(want.size());
+  kernels::matmul_nbits_reference(r.w, a.data(), 1, nullptr, want.data());
+  NBitsWeights with = r.w;
+  with.g_idx = g.data();
+  EXPECT_FALSE(kernels::matmul_nbits_fast_supported(with));
+  kernels::matmul_nbits_reference(with, a.data(), 1, nullptr, got.data());
+  expect_close(got, want, "identity g_idx");
+  // Every k in block 0 instead: y[n] = sum_k a_k * (q[n,k] - z[n,0]) * s[n,0].
+  std::fill(g.begin(), g.end(), 0);
+  kernels::matmul_nbits_reference(with, a.data(), 1, nullptr, got.data());
+  for (int64_t n = 0; n < c.N; ++n) {
+    double y = 0;
+    for (int64_t k = 0; k < c.K; ++k) y += a[static_cast<size_t>(k)] * (r.w.q(n, k) - r.w.zero_point(n, 0)) * r.w.scales[n * r.w.k_blocks()];
+    EXPECT_NEAR(got[static_cast<size_t>(n)], y, 1e-4 * (std::fabs(y) + 1)) << n;
+  }
+}
+
 // The writer's codes dequantize to within half a quantization step of the FP32 weight.
 TEST(MatMulNBits, WriterQuantizesWithinHalfAStep) {
   for (int bits : {4, 8})
