@@ -40,7 +40,7 @@ float column_dot_avx2(const NBitsWeights& w, int64_t n, const float* a, const fl
   const int64_t kb = w.k_blocks(), bs = w.block_size, blob = w.blob_bytes();
   const uint8_t* row = w.packed + n * kb * blob;
   const float* s = w.scales + n * kb;
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();  // alternate blocks: two FMA chains
   float correction = 0.f;
   for (int64_t b = 0; b < kb; ++b) {
     const uint8_t* p = row + b * blob;
@@ -57,10 +57,13 @@ float column_dot_avx2(const NBitsWeights& w, int64_t n, const float* a, const fl
       d0 = _mm256_fmadd_ps(f0, _mm256_loadu_ps(ab + j), d0);
       d1 = _mm256_fmadd_ps(f1, _mm256_loadu_ps(ab + j + 8), d1);
     }
-    acc = _mm256_fmadd_ps(_mm256_add_ps(d0, d1), _mm256_set1_ps(s[b]), acc);
+    if (b & 1)
+      acc1 = _mm256_fmadd_ps(_mm256_add_ps(d0, d1), _mm256_set1_ps(s[b]), acc1);
+    else
+      acc0 = _mm256_fmadd_ps(_mm256_add_ps(d0, d1), _mm256_set1_ps(s[b]), acc0);
     correction += s[b] * w.zero_point(n, b) * a_block_sums[b];
   }
-  return hsum(acc) - correction;
+  return hsum(_mm256_add_ps(acc0, acc1)) - correction;
 }
 
 // A row padded with zeros to whole blocks (the padding's weights then add nothing) and its
