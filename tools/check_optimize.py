@@ -133,7 +133,7 @@ def main():
     if not (b["min_cosine"] >= bound or not b[layers_key]):
         failures.append(f"bounded report min cosine {b['min_cosine']} below the bound {bound}")
 
-    for bad, says in ((["--quantize", "int4"], "unknown value 'int4'"), (["--min-cosine", "two"], "expects a number"),
+    for bad, says in ((["--quantize", "int3"], "unknown value 'int3'"), (["--min-cosine", "two"], "expects a number"),
                       (["--precision", "text=int4"], "unknown precision"),
                       (["--calib", os.path.join(args.work, "no-such-folder")], "not a folder"),
                       (["--calib", args.work, "--calib-method", "median"], "unknown value 'median'")):

@@ -17,6 +17,7 @@
 #include "onnx/dynamic_int8_writer.h"
 #include "onnx/fp16_weights_writer.h"
 #include "onnx/loader.h"
+#include "onnx/nbits_weights_writer.h"
 #include "onnx/qdq_writer.h"
 #include "passes/pass.h"
 
@@ -54,14 +55,33 @@ std::vector<std::pair<std::string, std::string>> policy_layers(const std::string
   return out;
 }
 
+// --quantize int4|int8w: MatMul weights in MatMulNBits form, written as they are (no policy).
+int write_weight_only(const Args& args, int bits) {
+  onnx_io::NBitsOptions opt;
+  opt.bits = bits;
+  opt.block_size = args.get_int("--block-size", 32);
+  opt.symmetric = args.has("--symmetric");
+  for (const char* f : {"--precision", "--calib", "--min-cosine", "--sensitivity"})
+    if (args.has(f)) throw Error(std::string(f) + " does not apply to --quantize int4|int8w (weight-only, every MatMul)");
+  const std::string in = args.positional()[0], out = args.get("-o", args.get("--output"));
+  onnx::ModelProto model = read_model(in);
+  std::string base_dir = std::filesystem::path(in).parent_path().string();
+  int count = onnx_io::write_nbits_weights(model, opt, base_dir.empty() ? "." : base_dir);
+  std::ofstream f(out, std::ios::binary);
+  if (!f || !model.SerializeToOstream(&f)) throw Error("cannot write " + out);
+  std::printf("%s: %d MatMuls as MatMulNBits (%d bits, block %lld, %s)\n", out.c_str(), count, bits,
+              static_cast<long long>(opt.block_size), opt.symmetric ? "symmetric" : "zero points");
+  return 0;
+}
+
 }  // namespace
 
 int cmd_optimize(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_precision_flags({"-o", "--output", "--quantize", "--input", "--shape", "--int-range", "--min-cosine", "--report",
                                   "--threads", "--calib", "--calib-method", "--percentile", "--calib-preprocess",
-                                  "--calib-limit", "--calib-pipeline"}),
-            {"--help", "--sensitivity", "--json", "--progress", "--no-progress", "--quiet"});
+                                  "--calib-limit", "--calib-pipeline", "--block-size"}),
+            {"--help", "--sensitivity", "--json", "--progress", "--no-progress", "--quiet", "--symmetric"});
   if (args.has("--help") || args.positional().size() != 1 || !(args.has("-o") || args.has("--output"))) {
     std::fputs(
         "usage: mminfer optimize IN.onnx -o|--output OUT.onnx [--quantize int8] [--precision SPEC] [--keep-fp32 REGEX]\n"
@@ -83,6 +103,10 @@ int cmd_optimize(int argc, char** argv) {
         "  the model's fixed shapes); --min-cosine X moves the most sensitive layers back to FP32 until\n"
         "  each output's cosine is at least X; --sensitivity measures every layer alone; --report writes\n"
         "  all of it as JSON; --json prints the summary as one JSON document on stdout.\n"
+        "  --quantize int4|int8w [--block-size 32] [--symmetric]: weight-only instead; every MatMul with a\n"
+        "  constant FP32 [K, N] weight becomes com.microsoft MatMulNBits (ONNX Runtime's form: 4 or 8 bits\n"
+        "  in blocks of --block-size along K, a scale and, unless --symmetric, a zero point per block);\n"
+        "  no policy and no accuracy check (activation-aware scaling is not done yet).\n"
         "  Models with symbolic input shapes need no --shape: the weights are quantized without shapes (as\n"
         "  ONNX Runtime's quantizer does), calibration takes its shapes from the calibration inputs, and\n"
         "  the accuracy check runs on the --input/--shape inputs or the first calibration samples; with\n"
@@ -92,9 +116,10 @@ int cmd_optimize(int argc, char** argv) {
     return args.has("--help") ? 0 : 2;
   }
   std::string quantize = args.get("--quantize", "int8");
+  if (quantize == "int4" || quantize == "int8w") return write_weight_only(args, quantize == "int4" ? 4 : 8);
   if (quantize == "bf16")
     throw Error("--quantize bf16 has no file form here (BF16 runs at run time: mminfer run|bench --precision bf16)");
-  if (quantize != "int8" && quantize != "fp16") throw Error("--quantize: unknown value '" + quantize + "' (use int8 or fp16)");
+  if (quantize != "int8" && quantize != "fp16") throw Error("--quantize: unknown value '" + quantize + "' (use int8, fp16, int4 or int8w)");
   double min_cosine = args.get_double("--min-cosine", 0);
   if (args.has("--min-cosine") && !(min_cosine > -1 && min_cosine <= 1)) throw Error("--min-cosine must be in (-1, 1]");
   const std::string in = args.positional()[0], out = args.get("-o", args.get("--output"));

@@ -12,6 +12,7 @@
 
 #include "core/one_line.h"
 #include "onnx/contrib_schemas.h"
+#include "onnx/matmul_nbits_shape.h"
 #include "onnx/tensor_proto.h"
 
 namespace mminfer::onnx_io {
@@ -319,6 +320,8 @@ LoadedModel load_model_unchecked(const std::string& bytes, const std::string& ba
     }
   }
   out.graph = convert_graph(model.graph(), opsets, base_dir, false);
+  for (const ir::Node& n : out.graph.nodes)  // contrib ops ONNX's inference leaves unknown
+    if (n.domain == "com.microsoft" && n.op_type == "MatMulNBits") infer_matmul_nbits_output(out.graph, n);
   out.graph.producer_name = model.producer_name();
   out.graph.ir_version = model.ir_version();
   out.graph.topological_order();  // validates references and cycles now, not at first run

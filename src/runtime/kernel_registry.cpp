@@ -59,6 +59,7 @@ void register_grid_sample(Registry&);
 void register_quantize(Registry&);
 void register_matmul_integer(Registry&);
 void register_conv_integer(Registry&);
+void register_matmul_nbits(Registry&);  // com.microsoft MatMulNBits
 // signal/
 void register_signal(Registry&);
 
@@ -121,6 +122,7 @@ const kernels::Registry& kernel_registry() {
     register_quantize(r);
     register_matmul_integer(r);
     register_conv_integer(r);
+    register_matmul_nbits(r);
     // signal/
     register_signal(r);
     // runtime/control_flow.cpp

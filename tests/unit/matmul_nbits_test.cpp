@@ -1,0 +1,200 @@
+// MatMulNBits: the fast path (both GEMV ISA paths and the prefill panels) against the plain
+// reference on random shapes, the writer's quantization within half a step of the weights, and
+// the kernel's one-line errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/cpu_features.h"
+#include "kernel_run.h"
+#include "kernels/cpu/quantization/matmul_nbits.h"
+#include "onnx/nbits_weights_writer.h"
+
+namespace mminfer {
+namespace {
+
+using kernels::NBitsWeights;
+
+struct Case {
+  int bits;
+  int64_t block, K, N;
+  int zp;  // 0 none, 1 packed uint8, 2 float
+};
+
+// Random codes, scales and zero points for `c`, owned by the struct.
+struct RandomWeights {
+  std::vector<uint8_t> packed, zp_packed;
+  std::vector<float> scales, zp_float;
+  NBitsWeights w;
+  RandomWeights(const Case& c, unsigned seed) {
+    std::mt19937 rng(seed);
+    w.K = c.K, w.N = c.N, w.bits = c.bits, w.block_size = c.block;
+    packed.resize(static_cast<size_t>(w.N * w.k_blocks() * w.blob_bytes()));
+    for (auto& b : packed) b = static_cast<uint8_t>(rng());
+    scales = testing::normal(static_cast<size_t>(w.N * w.k_blocks()), seed + 1, 0.05f);
+    w.packed = packed.data();
+    w.scales = scales.data();
+    if (c.zp == 1) {
+      zp_packed.resize(static_cast<size_t>(w.N * w.zp_row_bytes()));
+      for (auto& b : zp_packed) b = static_cast<uint8_t>(rng());
+      w.zp_packed = zp_packed.data();
+    } else if (c.zp == 2) {
+      std::uniform_real_distribution<float> u(0.f, static_cast<float>((1 << c.bits) - 1));
+      zp_float.resize(scales.size());
+      for (auto& z : zp_float) z = u(rng);
+      w.zp_float = zp_float.data();
+    }
+  }
+};
+
+float max_abs(const std::vector<float>& v) {
+  float m = 0.f;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  const float tol = 1e-4f * max_abs(want) + 1e-6f;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol) << what << " at " << i;
+}
+
+std::vector<Case> random_cases() {
+  std::mt19937 rng(17);
+  std::vector<Case> cases;
+  const int64_t blocks[] = {16, 32, 64, 128};
+  for (int i = 0; i < 24; ++i) {
+    Case c;
+    c.bits = i % 2 ? 8 : 4;
+    c.block = blocks[rng() % 4];
+    c.K = c.block * (1 + rng() % 5) + (i % 3 == 0 ? 0 : 1 + rng() % (c.block - 1));  // often not whole blocks
+    c.N = 1 + rng() % 150;
+    c.zp = i % 3;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+std::string describe(const Case& c, int64_t M) {
+  return "bits " + std::to_string(c.bits) + " block " + std::to_string(c.block) + " K " + std::to_string(c.K) + " N " +
+         std::to_string(c.N) + " zp " + std::to_string(c.zp) + " M " + std::to_string(M);
+}
+
+TEST(MatMulNBits, FastPathMatchesReference) {
+  unsigned seed = 1;
+  for (const Case& c : random_cases())
+    for (int64_t M : {1, 3, 7, 70}) {
+      RandomWeights r(c, ++seed);
+      ASSERT_TRUE(kernels::matmul_nbits_fast_supported(r.w));
+      std::vector<float> a = testing::normal(static_cast<size_t>(M * c.K), seed + 7);
+      std::vector<float> bias = testing::normal(static_cast<size_t>(c.N), seed + 9);
+      std::vector<float> want(static_cast<size_t>(M * c.N)), got(want.size(), NAN);
+      kernels::matmul_nbits_reference(r.w, a.data(), M, bias.data(), want.data());
+      kernels::matmul_nbits_fast(r.w, a.data(), M, bias.data(), got.data());
+      expect_close(got, want, describe(c, M));
+    }
+}
+
+// Each GEMV twin alone, whatever MMINFER_ISA says, where the CPU has its instructions.
+TEST(MatMulNBits, GemvIsaPathsMatchReference) {
+  unsigned seed = 100;
+  for (const Case& c : random_cases()) {
+    RandomWeights r(c, ++seed);
+    const int64_t kp = r.w.k_blocks() * c.block;
+    std::vector<float> a = testing::normal(static_cast<size_t>(c.K), seed + 3);
+    std::vector<float> padded(static_cast<size_t>(kp), 0.f), sums(static_cast<size_t>(r.w.k_blocks()), 0.f);
+    std::copy(a.begin(), a.end(), padded.begin());
+    for (int64_t k = 0; k < kp; ++k) sums[static_cast<size_t>(k / c.block)] += padded[static_cast<size_t>(k)];
+    std::vector<float> want(static_cast<size_t>(c.N)), got(want.size(), NAN);
+    kernels::matmul_nbits_reference(r.w, a.data(), 1, nullptr, want.data());
+    kernels::nbits_gemv_avx2(r.w, padded.data(), sums.data(), 0, c.N, got.data());
+    expect_close(got, want, "avx2 " + describe(c, 1));
+    if (detect_cpu_features().avx512f) {
+      std::fill(got.begin(), got.end(), NAN);
+      kernels::nbits_gemv_avx512(r.w, padded.data(), sums.data(), 0, c.N, got.data());
+      expect_close(got, want, "avx512 " + describe(c, 1));
+    }
+  }
+}
+
+// The deprecated g_idx input names each k's block; the identity mapping must change nothing, and
+// a permuted one must read scales and zero points from the named block (the plain path runs it).
+TEST(MatMulNBits, GroupIndexPicksTheBlock) {
+  Case c{4, 16, 64, 5, 1};
+  RandomWeights r(c, 77);
+  std::vector<float> a = testing::normal(static_cast<size_t>(c.K), 78);
+  std::vector<int32_t> g(static_cast<size_t>(c.K));
+  for (int64_t k = 0; k < c.K; ++k) g[static_cast<size_t>(k)] = static_cast<int32_t>(k / c.block);
+  std::vector<float> want(static_cast<size_t>(c.N)), got(want.size());
+  kernels::matmul_nbits_reference(r.w, a.data(), 1, nullptr, want.data());
+  NBitsWeights with = r.w;
+  with.g_idx = g.data();
+  EXPECT_FALSE(kernels::matmul_nbits_fast_supported(with));
+  kernels::matmul_nbits_reference(with, a.data(), 1, nullptr, got.data());
+  expect_close(got, want, "identity g_idx");
+  // Every k in block 0 instead: y[n] = sum_k a_k * (q[n,k] - z[n,0]) * s[n,0].
+  std::fill(g.begin(), g.end(), 0);
+  kernels::matmul_nbits_reference(with, a.data(), 1, nullptr, got.data());
+  for (int64_t n = 0; n < c.N; ++n) {
+    double y = 0;
+    for (int64_t k = 0; k < c.K; ++k) y += a[static_cast<size_t>(k)] * (r.w.q(n, k) - r.w.zero_point(n, 0)) * r.w.scales[n * r.w.k_blocks()];
+    EXPECT_NEAR(got[static_cast<size_t>(n)], y, 1e-4 * (std::fabs(y) + 1)) << n;
+  }
+}
+
+// The writer's codes dequantize to within half a quantization step of the FP32 weight.
+TEST(MatMulNBits, WriterQuantizesWithinHalfAStep) {
+  for (int bits : {4, 8})
+    for (bool symmetric : {true, false})
+      for (int64_t block : {32, 128}) {
+        const int64_t K = 200, N = 24;
+        std::vector<float> w = testing::normal(static_cast<size_t>(K * N), 5);
+        onnx_io::NBitsOptions opt{bits, block, symmetric};
+        onnx_io::NBitsWeight q = onnx_io::quantize_nbits(w.data(), K, N, opt);
+        NBitsWeights v;
+        v.K = K, v.N = N, v.bits = bits, v.block_size = block;
+        v.packed = q.b.data<uint8_t>();
+        v.scales = q.scales.data<float>();
+        v.zp_packed = symmetric ? nullptr : q.zero_points.data<uint8_t>();
+        ASSERT_EQ(q.b.shape(), (Shape{N, v.k_blocks(), v.blob_bytes()}));
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t k = 0; k < K; ++k) {
+            const int64_t b = k / block;
+            const float s = v.scales[n * v.k_blocks() + b];
+            const float deq = (static_cast<float>(v.q(n, k)) - v.zero_point(n, b)) * s;
+            // Half a step; symmetric, a value clipped at the top code may be a whole step off.
+            const bool clipped = symmetric && v.q(n, k) == (1 << bits) - 1;
+            ASSERT_LE(std::fabs(deq - w[static_cast<size_t>(k * N + n)]), (clipped ? 1.f : 0.5f) * std::fabs(s) * 1.0001f)
+                << "bits " << bits << " symmetric " << symmetric << " block " << block << " n " << n << " k " << k;
+          }
+      }
+}
+
+TEST(MatMulNBits, KernelRejectsBadAttributesAndInputs) {
+  Attributes attrs;
+  attrs.set("K", int64_t{32});
+  attrs.set("N", int64_t{2});
+  attrs.set("bits", int64_t{3});
+  attrs.set("block_size", int64_t{32});
+  Tensor a = Tensor::empty(DType::kFloat32, {1, 32});
+  Tensor b = Tensor::empty(DType::kUint8, {2, 1, 16});
+  Tensor s = Tensor::empty(DType::kFloat32, {2, 1});
+  try {
+    testing::run_kernel_once("MatMulNBits", "com.microsoft", 1, attrs, {&a, &b, &s}, {false, true, true});
+    FAIL() << "bits 3 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bits must be 2, 4 or 8, got 3"), std::string::npos) << e.what();
+  }
+  attrs.set("bits", int64_t{4});
+  Tensor short_b = Tensor::empty(DType::kUint8, {2, 1, 8});
+  try {
+    testing::run_kernel_once("MatMulNBits", "com.microsoft", 1, attrs, {&a, &short_b, &s}, {false, true, true});
+    FAIL() << "short B accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("B must hold 32 values, got shape 2x1x8"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace mminfer
