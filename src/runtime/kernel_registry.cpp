@@ -36,6 +36,9 @@ void register_local_norms(Registry&);
 void register_recurrent(Registry&);
 void register_losses(Registry&);
 void register_non_max_suppression(Registry&);
+// nn/, com.microsoft attention with a KV cache
+void register_group_query_attention(Registry&);
+void register_multi_head_attention(Registry&);
 // tensor/
 void register_cast(Registry&);
 void register_shape_ops(Registry&);
@@ -95,6 +98,9 @@ const kernels::Registry& kernel_registry() {
     register_recurrent(r);
     register_losses(r);
     register_non_max_suppression(r);
+    // nn/, com.microsoft attention with a KV cache
+    register_group_query_attention(r);
+    register_multi_head_attention(r);
     // tensor/
     register_cast(r);
     register_shape_ops(r);
