@@ -32,6 +32,24 @@ float dot(const float* a, const float* b, int64_t n) {
   return _mm_cvtss_f32(h);
 }
 
+// out[0..4) = q · k_r for the four rows k, k + stride, ...: one pass over q for four keys, and one
+// horizontal reduction for all four (the reduction, not the FMAs, dominates at head size 64).
+void dot4(const float* q, const float* k, int64_t stride, int64_t n, float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i < n; i += 8) {
+    __m256i m = vmath::tail_mask(std::min<int64_t>(8, n - i));
+    bool full = i + 8 <= n;
+    __m256 qv = full ? _mm256_loadu_ps(q + i) : _mm256_maskload_ps(q + i, m);
+    auto row = [&](int r) { return full ? _mm256_loadu_ps(k + r * stride + i) : _mm256_maskload_ps(k + r * stride + i, m); };
+    a0 = _mm256_fmadd_ps(qv, row(0), a0);
+    a1 = _mm256_fmadd_ps(qv, row(1), a1);
+    a2 = _mm256_fmadd_ps(qv, row(2), a2);
+    a3 = _mm256_fmadd_ps(qv, row(3), a3);
+  }
+  __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
 // y[0, n) += a * x[0, n)
 void axpy(float a, const float* x, float* y, int64_t n) {
   const __m256 va = _mm256_set1_ps(a);
@@ -69,7 +87,11 @@ void softmax(float* s, int64_t n, bool has_sink, float sink) {
 
 void logits(const Rows& p, int64_t i, int64_t lo, int64_t hi, float* s) {
   const float* q = p.q + i * p.q_stride;
-  for (int64_t j = lo; j < hi; ++j) s[j - lo] = dot(q, p.k + j * p.kv_stride, p.d) * p.scale;
+  int64_t j = lo;
+  for (; j + 4 <= hi; j += 4) dot4(q, p.k + j * p.kv_stride, p.kv_stride, p.d, s + (j - lo));
+  for (; j < hi; ++j) s[j - lo] = dot(q, p.k + j * p.kv_stride, p.d);
+  const __m256 vs = _mm256_set1_ps(p.scale);
+  vmath::map_avx2(s, s, hi - lo, [&](__m256 x) { return _mm256_mul_ps(x, vs); });
   if (p.softcap > 0.f) {
     const __m256 c = _mm256_set1_ps(p.softcap), ic = _mm256_set1_ps(1.f / p.softcap);
     vmath::map_avx2(s, s, hi - lo, [&](__m256 x) { return _mm256_mul_ps(c, vmath::tanh_avx2(_mm256_mul_ps(x, ic))); });
