@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Checks mminfer's com.microsoft GroupQueryAttention and MultiHeadAttention against ONNX Runtime
-(onnxruntime-node through tools/ort_run.js) on small models this script writes.
+(onnxruntime-node through tools/ort_run_many.js) on small models this script writes.
 
   check_contrib_attention.py --mminfer BIN [--node node] [--work DIR] [--rtol 1e-5]
 
@@ -8,8 +8,9 @@ Each case is a one-node model run by both engines on the same inputs: a prompt o
 (batch 2, right-padded per sequence through seqlens_k), then a decode step of 1 that each engine
 feeds with its own presents from the prompt. GQA: 4 query heads over 2 and 4 KV heads, head size
 8 and 16, a past that grows and a max-length past (present shares its shape), rotary (half and
-interleaved), a local window, softcap. MHA: self-attention with bias, with and without past,
-unidirectional, key_padding_mask, attention_bias, and cross-attention over 4-D (BNSH) keys.
+interleaved), a local window, softcap, a chunked prompt after a cache (batch 1). MHA:
+self-attention with bias, with and without past, unidirectional, key_padding_mask,
+attention_bias, and cross-attention over 4-D (BNSH) keys.
 One GQA case runs in float16 (tolerance 2e-3: a rounding step of fp16).
 Compared: every output and present, max|mminfer - ORT| <= rtol * max(1, max|ORT|), over the rows
 ONNX Runtime defines (query rows past a padded sequence's end are excluded).
@@ -166,6 +167,24 @@ def gqa_cases(r, rng):
             r.queue(f"{label}_prompt", path0, step_feeds(ins0, prompt_seqlens, S), names, after_prompt)
 
 
+def gqa_chunked_prefill(r, rng):
+    """Batch 1: 3 more prompt tokens after 5 cached ones (ORT's "subsequent prompt"), rotary on."""
+    NQ, NK, H, P, S = 4, 2, 16, 5, 3
+    label = "gqa_chunked_prefill"
+    path = os.path.join(r.work, f"{label}.onnx")
+    ins = [("query", F32, [1, S, NQ * H]), ("key", F32, [1, S, NK * H]), ("value", F32, [1, S, NK * H]),
+           ("past_key", F32, [1, NK, P, H]), ("past_value", F32, [1, NK, P, H]),
+           ("seqlens_k", I32, [1]), ("total_sequence_length", I32, []), ("cos_cache", F32, [16, H // 2]),
+           ("sin_cache", F32, [16, H // 2])]
+    names = ["output", "present_key", "present_value"]
+    model("GroupQueryAttention", ins, [(n, None) for n in names], dict(num_heads=NQ, kv_num_heads=NK, do_rotary=1), path)
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, _, s in ins[:5]}
+    ang = rng.uniform(0, 6.3, size=(16, H // 2))
+    feeds.update(seqlens_k=np.array([P + S - 1], np.int32), total_sequence_length=np.array(P + S, np.int32),
+                 cos_cache=np.cos(ang).astype(np.float32), sin_cache=np.sin(ang).astype(np.float32))
+    r.queue(label, path, feeds, names, lambda ort, mm: r.compare(label, ort, mm))
+
+
 def mha_cases(r, rng):
     B, N, H = 2, 4, 8
     D = N * H
@@ -234,6 +253,7 @@ def main():
         try:
             if args.only in (None, "gqa"):
                 gqa_cases(r, rng)
+                gqa_chunked_prefill(r, rng)
             if args.only in (None, "mha"):
                 mha_cases(r, rng)
             r.flush()
