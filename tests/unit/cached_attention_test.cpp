@@ -187,6 +187,24 @@ TEST(GroupQueryAttention, RefusesSeqlensBeyondTheCache) {
   EXPECT_THROW(run_op("GroupQueryAttention", a, {&q, &k, &k, &pk, &pk, &sl, &ts}, 3), mminfer::Error);
 }
 
+// A rotary position past the cos/sin cache is one error, raised before any thread starts.
+TEST(GroupQueryAttention, RefusesPositionsOutsideTheRotaryCache) {
+  Attributes a;
+  a.set("num_heads", int64_t(2));
+  a.set("kv_num_heads", int64_t(1));
+  a.set("do_rotary", int64_t(1));
+  std::mt19937 rng(5);
+  Tensor q = random_tensor({1, 1, 32}, rng), k = random_tensor({1, 1, 16}, rng), pk = random_tensor({1, 1, 8, 16}, rng);
+  Tensor cos = random_tensor({2, 8}, rng);
+  Tensor sl = int32_tensor({1}, {5}), ts = int32_tensor({}, {6});
+  try {
+    run_op("GroupQueryAttention", a, {&q, &k, &k, &pk, &pk, &sl, &ts, &cos, &cos}, 3);
+    FAIL() << "no error";
+  } catch (const mminfer::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("position 5 is outside the rotary cache of 2"), std::string::npos) << e.what();
+  }
+}
+
 // MultiHeadAttention's decode step: present = past + the new key/value (bias added), the query
 // (bias added) attending causally over it.
 TEST(MultiHeadAttention, DecodeStepWithPastMatchesNaiveReference) {

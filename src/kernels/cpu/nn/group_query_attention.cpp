@@ -138,12 +138,16 @@ class GroupQueryAttentionKernel final : public Kernel {
       if (pos_t && (pos_t->dtype() != DType::kInt64 || pos_t->shape() != Shape{B, S})) gqa_fail("position_ids must be int64 [batch, sequence]");
       cosf = FloatIn(cos_t), sinf = FloatIn(sin_t);
     }
-    auto position = [&](int64_t b, int64_t i) {
-      int64_t pos = pos_t ? pos_t->data<int64_t>()[b * S + i] : past_len[b] + i;
-      if (pos < 0 || pos >= cos_t->dim(0))
-        gqa_fail("position " + std::to_string(pos) + " is outside the rotary cache of " + std::to_string(cos_t->dim(0)));
-      return pos;
-    };
+    // Each new token's rotary position, checked here: nothing may throw inside the threads.
+    std::vector<int64_t> positions(rotary_ ? static_cast<size_t>(B * S) : 0);
+    for (int64_t b = 0; rotary_ && b < B; ++b)
+      for (int64_t i = 0; i < S; ++i) {
+        int64_t pos = pos_t ? pos_t->data<int64_t>()[b * S + i] : past_len[b] + i;
+        if (pos < 0 || pos >= cos_t->dim(0))
+          gqa_fail("position " + std::to_string(pos) + " is outside the rotary cache of " + std::to_string(cos_t->dim(0)));
+        positions[static_cast<size_t>(b * S + i)] = pos;
+      }
+    auto position = [&](int64_t b, int64_t i) { return positions[static_cast<size_t>(b * S + i)]; };
     // Additive bias [B|1, N|1, S, total] and per-head sinks.
     const Tensor* bias_t = in.size() > 10 ? in[10] : nullptr;
     FloatIn biasf(bias_t);
