@@ -39,6 +39,9 @@ void register_non_max_suppression(Registry&);
 void register_rms_norm(Registry&);
 void register_skip_norm(Registry&);
 void register_rotary_embedding(Registry&);
+// nn/, com.microsoft attention with a KV cache
+void register_group_query_attention(Registry&);
+void register_multi_head_attention(Registry&);
 // tensor/
 void register_cast(Registry&);
 void register_shape_ops(Registry&);
@@ -102,6 +105,9 @@ const kernels::Registry& kernel_registry() {
     register_rms_norm(r);            // SimplifiedLayerNormalization, RMSNormalization
     register_skip_norm(r);           // com.microsoft Skip(Simplified)LayerNormalization
     register_rotary_embedding(r);    // com.microsoft and ONNX RotaryEmbedding
+    // nn/, com.microsoft attention with a KV cache
+    register_group_query_attention(r);
+    register_multi_head_attention(r);
     // tensor/
     register_cast(r);
     register_shape_ops(r);

@@ -1,0 +1,156 @@
+// Attention of one head over a contiguous K/V cache, row by row (see cached_attention.h).
+#include "kernels/cpu/nn/cached_attention.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/common/vector_math.h"
+
+namespace mminfer::kernels::cached_attention {
+
+namespace {
+
+float dot(const float* a, const float* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i < n; i += 8) {
+    __m256i m = vmath::tail_mask(std::min<int64_t>(8, n - i));
+    acc0 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), acc0);
+  }
+  __m256 s = _mm256_add_ps(acc0, acc1);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
+// out[0..4) = q · k_r for the four rows k, k + stride, ...: one pass over q for four keys, and one
+// horizontal reduction for all four (the reduction, not the FMAs, dominates at head size 64).
+void dot4(const float* q, const float* k, int64_t stride, int64_t n, float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i < n; i += 8) {
+    __m256i m = vmath::tail_mask(std::min<int64_t>(8, n - i));
+    bool full = i + 8 <= n;
+    __m256 qv = full ? _mm256_loadu_ps(q + i) : _mm256_maskload_ps(q + i, m);
+    auto row = [&](int r) { return full ? _mm256_loadu_ps(k + r * stride + i) : _mm256_maskload_ps(k + r * stride + i, m); };
+    a0 = _mm256_fmadd_ps(qv, row(0), a0);
+    a1 = _mm256_fmadd_ps(qv, row(1), a1);
+    a2 = _mm256_fmadd_ps(qv, row(2), a2);
+    a3 = _mm256_fmadd_ps(qv, row(3), a3);
+  }
+  __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+
+// y[0, n) += a * x[0, n)
+void axpy(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  if (i < n) {
+    __m256i m = vmath::tail_mask(n - i);
+    _mm256_maskstore_ps(y + i, m, _mm256_fmadd_ps(va, _mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
+  }
+}
+
+// Logits -> probabilities in place. A NaN logit makes the row NaN, as a plain softmax would.
+void softmax(float* s, int64_t n, bool has_sink, float sink) {
+  float m = has_sink ? sink : -std::numeric_limits<float>::infinity();
+  bool nan = false;
+  for (int64_t j = 0; j < n; ++j) {
+    nan = nan || std::isnan(s[j]);
+    m = std::max(m, s[j]);
+  }
+  if (nan) {
+    std::fill_n(s, n, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  if (m == -std::numeric_limits<float>::infinity()) {  // every key masked: a tie, as Softmax gives
+    std::fill_n(s, n, 1.f / static_cast<float>(n));
+    return;
+  }
+  const __m256 vm = _mm256_set1_ps(m);
+  vmath::map_avx2(s, s, n, [&](__m256 x) { return vmath::exp_avx2(_mm256_sub_ps(x, vm)); });
+  float sum = has_sink ? vmath::exp_scalar(sink - m) : 0.f;
+  for (int64_t j = 0; j < n; ++j) sum += s[j];
+  const __m256 inv = _mm256_set1_ps(1.f / sum);
+  vmath::map_avx2(s, s, n, [&](__m256 x) { return _mm256_mul_ps(x, inv); });
+}
+
+void logits(const Rows& p, int64_t i, int64_t lo, int64_t hi, float* s) {
+  const float* q = p.q + i * p.q_stride;
+  int64_t j = lo;
+  for (; j + 4 <= hi; j += 4) dot4(q, p.k + j * p.kv_stride, p.kv_stride, p.d, s + (j - lo));
+  for (; j < hi; ++j) s[j - lo] = dot(q, p.k + j * p.kv_stride, p.d);
+  const __m256 vs = _mm256_set1_ps(p.scale);
+  vmath::map_avx2(s, s, hi - lo, [&](__m256 x) { return _mm256_mul_ps(x, vs); });
+  if (p.softcap > 0.f) {
+    const __m256 c = _mm256_set1_ps(p.softcap), ic = _mm256_set1_ps(1.f / p.softcap);
+    vmath::map_avx2(s, s, hi - lo, [&](__m256 x) { return _mm256_mul_ps(c, vmath::tanh_avx2(_mm256_mul_ps(x, ic))); });
+  }
+  if (p.bias) {
+    const float* b = p.bias + i * p.bias_stride;
+    for (int64_t j = lo; j < hi; ++j) s[j - lo] += b[j];
+  }
+}
+
+}  // namespace
+
+void run(const Rows& p, float* scratch) {
+  for (int64_t i = 0; i < p.sq; ++i) {
+    float* out = p.out + i * p.out_stride;
+    std::fill_n(out, p.dv, 0.f);
+    int64_t lo = p.lo[i], hi = p.hi[i];
+    if (hi <= lo) continue;
+    logits(p, i, lo, hi, scratch);
+    softmax(scratch, hi - lo, p.has_sink, p.sink);
+    for (int64_t j = lo; j < hi; ++j) axpy(scratch[j - lo], p.v + j * p.kv_stride_v, out, p.dv);
+  }
+}
+
+void run_reference(const Rows& p) {
+  for (int64_t i = 0; i < p.sq; ++i) {
+    float* out = p.out + i * p.out_stride;
+    std::fill_n(out, p.dv, 0.f);
+    int64_t lo = p.lo[i], hi = p.hi[i];
+    if (hi <= lo) continue;
+    std::vector<double> s(static_cast<size_t>(hi - lo));
+    double m = p.has_sink ? p.sink : -INFINITY;
+    for (int64_t j = lo; j < hi; ++j) {
+      double acc = 0;
+      for (int64_t c = 0; c < p.d; ++c) acc += double(p.q[i * p.q_stride + c]) * p.k[j * p.kv_stride + c];
+      acc *= p.scale;
+      if (p.softcap > 0.f) acc = p.softcap * std::tanh(acc / p.softcap);
+      if (p.bias) acc += p.bias[i * p.bias_stride + j];
+      s[j - lo] = acc;
+      m = std::max(m, acc);
+    }
+    double sum = p.has_sink ? std::exp(p.sink - m) : 0.0;
+    for (double& x : s) sum += (x = std::exp(x - m));
+    for (int64_t c = 0; c < p.dv; ++c) {
+      double acc = 0;
+      for (int64_t j = lo; j < hi; ++j) acc += s[j - lo] / sum * p.v[j * p.kv_stride_v + c];
+      out[c] = static_cast<float>(acc);
+    }
+  }
+}
+
+void rotate(float* x, int64_t rotary_dim, const float* cos_row, const float* sin_row, bool interleaved) {
+  int64_t half = rotary_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+    float xa = x[a], xb = x[b], c = cos_row[i], s = sin_row[i];
+    x[a] = xa * c - xb * s;
+    x[b] = xb * c + xa * s;
+  }
+}
+
+}  // namespace mminfer::kernels::cached_attention

@@ -1,0 +1,35 @@
+// Attention of one query head over a key/value cache whose rows are contiguous ([T, d], BNSH
+// layout): the math under com.microsoft GroupQueryAttention and MultiHeadAttention. Each query
+// row sees its own key range [lo, hi) (causal cut, sliding window, valid cache length); one row
+// of scores exists at a time, so decode (one query row) is one pass over K and one over V.
+#pragma once
+#include <cstdint>
+
+namespace mminfer::kernels::cached_attention {
+
+struct Rows {
+  const float* q;          // [sq, d], rows q_stride apart
+  const float* k;          // [t, d], rows kv_stride apart
+  const float* v;          // [t, dv], rows kv_stride_v apart
+  float* out;              // [sq, dv], rows out_stride apart
+  const int64_t* lo;       // per query row: first visible key
+  const int64_t* hi;       // per query row: one past the last visible key
+  const float* bias;       // additive [sq, t] (rows bias_stride apart), or null
+  int64_t sq, d, dv;
+  int64_t q_stride, kv_stride, kv_stride_v, out_stride, bias_stride;
+  float scale;
+  float softcap;           // > 0: score = softcap * tanh(score / softcap), after scale
+  bool has_sink;           // the softmax denominator gains exp(sink) (smooth softmax: sink 0)
+  float sink;
+};
+
+// scratch: at least `t` floats (the largest hi). A row that sees no key gets zeros.
+void run(const Rows& p, float* scratch);
+// The plain twin, for tests.
+void run_reference(const Rows& p);
+
+// Rotates x[0, rotary_dim) in place by position `pos`: cos/sin rows hold rotary_dim / 2 values.
+// Interleaved pairs are (2i, 2i+1); otherwise (i, i + rotary_dim / 2).
+void rotate(float* x, int64_t rotary_dim, const float* cos_row, const float* sin_row, bool interleaved);
+
+}  // namespace mminfer::kernels::cached_attention

@@ -1,0 +1,248 @@
+// com.microsoft GroupQueryAttention: causal self-attention with grouped K/V heads and a BNSH
+// key/value cache, as onnxruntime-genai's model builder writes it. Inputs:
+//   0 query [B, S, N*H] (or packed Q|K|V [B, S, (N + 2*Nkv)*H] when key and value are omitted),
+//   1 key, 2 value [B, S, Nkv*H], 3 past_key, 4 past_value [B, Nkv, P, H],
+//   5 seqlens_k int32 [B] (each sequence's total length - 1), 6 total_sequence_length int32 scalar,
+//   7 cos_cache, 8 sin_cache [max_pos, rotary_dim / 2] (do_rotary), 9 position_ids int64 [B, S],
+//   10 attention_bias [B|1, N|1, S, T], 11 head_sink [N].
+// Outputs: output [B, S, N*H], present_key, present_value [B, Nkv, max(T, P), H]. When the
+// model's past is max-length (P >= T), present has the same shape and may share past's buffer:
+// then only the new rows are written.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/parallel.h"
+#include "kernels/cpu/common/registry.h"
+#include "kernels/cpu/nn/cached_attention.h"
+#include "kernels/cpu/nn/float_io.h"
+
+namespace mminfer::kernels {
+
+namespace {
+
+const char* kOp = "GroupQueryAttention: ";
+
+[[noreturn]] void gqa_fail(const std::string& m) { fail(kOp + m); }
+
+struct GqaShape {
+  int64_t batch, seq, head, past, present, total;
+  bool packed;
+};
+
+// Shapes and dtypes from the inputs (one function, so shape inference and run agree).
+GqaShape gqa_shape(const Inputs& in, int64_t heads, int64_t kv_heads) {
+  const Tensor& q = need_input(in, 0, "query");
+  if (q.dtype() != DType::kFloat32 && q.dtype() != DType::kFloat16) gqa_fail("query must be float32 or float16");
+  if (q.rank() != 3) gqa_fail("query must be [batch, sequence, hidden], got " + shape_str(q.shape()));
+  GqaShape s{};
+  s.batch = q.dim(0), s.seq = q.dim(1);
+  const Tensor* k = in.size() > 1 ? in[1] : nullptr;
+  const Tensor* v = in.size() > 2 ? in[2] : nullptr;
+  s.packed = k == nullptr;
+  if (s.packed != (v == nullptr)) gqa_fail("key and value must be both given or both omitted (packed QKV)");
+  int64_t width = s.packed ? heads + 2 * kv_heads : heads;
+  if (q.dim(2) % width != 0) gqa_fail("query's hidden size " + std::to_string(q.dim(2)) + " is not a multiple of " + std::to_string(width) + " heads");
+  s.head = q.dim(2) / width;
+  if (s.head == 0) gqa_fail("head size is 0");
+  Shape kv_shape{s.batch, s.seq, kv_heads * s.head};
+  for (const Tensor* t : {k, v})
+    if (t && (t->dtype() != q.dtype() || t->shape() != kv_shape))
+      gqa_fail("key and value must be " + shape_str(kv_shape) + " of query's dtype, got " + shape_str(t->shape()));
+  const Tensor* pk = in.size() > 3 ? in[3] : nullptr;
+  const Tensor* pv = in.size() > 4 ? in[4] : nullptr;
+  if ((pk == nullptr) != (pv == nullptr)) gqa_fail("past_key and past_value must be both given or both omitted");
+  if (pk) {
+    if (pk->rank() != 4 || pk->dim(0) != s.batch || pk->dim(1) != kv_heads || pk->dim(3) != s.head || pv->shape() != pk->shape())
+      gqa_fail("past_key and past_value must be [" + std::to_string(s.batch) + ", " + std::to_string(kv_heads) + ", P, " +
+               std::to_string(s.head) + "], got " + shape_str(pk->shape()) + " and " + shape_str(pv->shape()));
+    if (pk->dtype() != q.dtype() || pv->dtype() != q.dtype()) gqa_fail("past_key and past_value must have query's dtype");
+    s.past = pk->dim(2);
+  }
+  const Tensor& seqlens = need_input(in, 5, "seqlens_k");
+  if (seqlens.dtype() != DType::kInt32 || seqlens.numel() != s.batch)
+    gqa_fail("seqlens_k must be int32 with one value per batch entry (" + std::to_string(s.batch) + ")");
+  const Tensor& total = need_input(in, 6, "total_sequence_length");
+  if (total.dtype() != DType::kInt32 || total.numel() != 1) gqa_fail("total_sequence_length must be one int32");
+  s.total = total.data<int32_t>()[0];
+  if (s.total < s.seq) gqa_fail("total_sequence_length " + std::to_string(s.total) + " is below the query length " + std::to_string(s.seq));
+  s.present = std::max(s.total, s.past);
+  return s;
+}
+
+class GroupQueryAttentionKernel final : public Kernel {
+ public:
+  explicit GroupQueryAttentionKernel(const KernelSpec& spec) {
+    heads_ = spec.a().get_int("num_heads", 0);
+    kv_heads_ = spec.a().get_int("kv_num_heads", 0);
+    if (heads_ <= 0 || kv_heads_ <= 0) gqa_fail("num_heads and kv_num_heads must be positive");
+    if (heads_ % kv_heads_ != 0)
+      gqa_fail("num_heads " + std::to_string(heads_) + " is not a multiple of kv_num_heads " + std::to_string(kv_heads_));
+    scale_ = spec.a().get_float("scale", 0.f);
+    softcap_ = spec.a().get_float("softcap", 0.f);
+    window_ = spec.a().get_int("local_window_size", -1);
+    causal_ = spec.a().get_int("causal", 1) != 0;
+    rotary_ = spec.a().get_int("do_rotary", 0) != 0;
+    interleaved_ = spec.a().get_int("rotary_interleaved", 0) != 0;
+    smooth_ = spec.a().get_int("smooth_softmax", 0) != 0;
+    if (!causal_ && window_ > 0) gqa_fail("local_window_size needs causal attention");
+    if (spec.a().get_int("sliding_window_cache", 0) != 0) gqa_fail("sliding_window_cache is not supported");
+    if (spec.a().get_int("qk_output", 0) != 0) gqa_fail("qk_output is not supported");
+    for (size_t i = 12; i < spec.num_inputs; ++i)
+      if (spec.has_input(i)) gqa_fail("input " + std::to_string(i) + " (KV-cache quantization scales or QK norm) is not supported");
+  }
+
+  void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
+    GqaShape s = gqa_shape(in, heads_, kv_heads_);
+    DType t = in[0]->dtype();
+    out[0] = {t, {s.batch, s.seq, heads_ * s.head}};
+    for (size_t i = 1; i < out.size() && i < 3; ++i) out[i] = {t, {s.batch, kv_heads_, s.present, s.head}};
+    if (out.size() > 3) gqa_fail("output_qk is not supported");
+  }
+
+  // present_key/present_value may overwrite past_key/past_value (same shape: a max-length cache).
+  int inplace_input(int o) const override { return o == 1 ? 3 : o == 2 ? 4 : -1; }
+
+  void run(const Inputs& in, Outputs& out) override {
+    GqaShape s = gqa_shape(in, heads_, kv_heads_);
+    const int64_t B = s.batch, S = s.seq, H = s.head, N = heads_, NK = kv_heads_, T = s.present;
+    const int32_t* seqlens = in[5]->data<int32_t>();
+    const Tensor* pk_t = in.size() > 3 ? in[3] : nullptr;
+    const Tensor* pv_t = in.size() > 4 ? in[4] : nullptr;
+    // Per batch entry: keys already in the cache and the total after this step (ONNX Runtime's
+    // rule: a query as long as total_sequence_length is a first prompt, right-padded per entry).
+    const bool first_prompt = S == s.total;
+    if (S > 1 && !first_prompt && B != 1) gqa_fail("a multi-token step after a prompt needs batch size 1");
+    std::vector<int64_t> past_len(B), total_len(B);
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t tot = int64_t(seqlens[b]) + 1;
+      int64_t past = first_prompt ? 0 : tot - S;
+      if (tot < 1 || tot > s.total || past < 0 || past > s.past || past + S > T)
+        gqa_fail("seqlens_k[" + std::to_string(b) + "] = " + std::to_string(seqlens[b]) + " does not fit a step of " +
+                 std::to_string(S) + " tokens after a cache of " + std::to_string(s.past) + " with total_sequence_length " +
+                 std::to_string(s.total));
+      past_len[b] = past, total_len[b] = tot;
+    }
+    // Rotary tables and positions.
+    const Tensor* cos_t = in.size() > 7 ? in[7] : nullptr;
+    const Tensor* sin_t = in.size() > 8 ? in[8] : nullptr;
+    const Tensor* pos_t = in.size() > 9 ? in[9] : nullptr;
+    int64_t rot_dim = 0;
+    FloatIn cosf, sinf;
+    if (rotary_) {
+      if (!cos_t || !sin_t) gqa_fail("do_rotary needs cos_cache and sin_cache");
+      if (cos_t->rank() != 2 || cos_t->shape() != sin_t->shape() || cos_t->dtype() != in[0]->dtype() || sin_t->dtype() != in[0]->dtype())
+        gqa_fail("cos_cache and sin_cache must be the same [max_position, rotary_dim / 2] shape, of query's dtype");
+      rot_dim = 2 * cos_t->dim(1);
+      if (rot_dim > H || rot_dim == 0) gqa_fail("rotary_dim " + std::to_string(rot_dim) + " does not fit head size " + std::to_string(H));
+      if (pos_t && (pos_t->dtype() != DType::kInt64 || pos_t->shape() != Shape{B, S})) gqa_fail("position_ids must be int64 [batch, sequence]");
+      cosf = FloatIn(cos_t), sinf = FloatIn(sin_t);
+    }
+    // Each new token's rotary position, checked here: nothing may throw inside the threads.
+    std::vector<int64_t> positions(rotary_ ? static_cast<size_t>(B * S) : 0);
+    for (int64_t b = 0; rotary_ && b < B; ++b)
+      for (int64_t i = 0; i < S; ++i) {
+        int64_t pos = pos_t ? pos_t->data<int64_t>()[b * S + i] : past_len[b] + i;
+        if (pos < 0 || pos >= cos_t->dim(0))
+          gqa_fail("position " + std::to_string(pos) + " is outside the rotary cache of " + std::to_string(cos_t->dim(0)));
+        positions[static_cast<size_t>(b * S + i)] = pos;
+      }
+    auto position = [&](int64_t b, int64_t i) { return positions[static_cast<size_t>(b * S + i)]; };
+    // Additive bias [B|1, N|1, S, total] and per-head sinks.
+    const Tensor* bias_t = in.size() > 10 ? in[10] : nullptr;
+    FloatIn biasf(bias_t);
+    if (bias_t && (bias_t->rank() != 4 || (bias_t->dim(0) != 1 && bias_t->dim(0) != B) || (bias_t->dim(1) != 1 && bias_t->dim(1) != N) ||
+                   bias_t->dim(2) != S || bias_t->dim(3) != s.total || bias_t->dtype() != in[0]->dtype()))
+      gqa_fail("attention_bias must be [batch or 1, num_heads or 1, " + std::to_string(S) + ", " + std::to_string(s.total) + "]");
+    const Tensor* sink_t = in.size() > 11 ? in[11] : nullptr;
+    FloatIn sinkf(sink_t);
+    if (sink_t && sink_t->numel() != N) gqa_fail("head_sink must hold one value per head");
+
+    FloatIn qf(in[0]), kf(s.packed ? nullptr : in[1]), vf(s.packed ? nullptr : in[2]), pkf(pk_t), pvf(pv_t);
+    FloatOut of(out[0], B * S * N * H);
+    FloatOut pkey(out.size() > 1 ? out[1] : nullptr, B * NK * T * H), pval(out.size() > 2 ? out[2] : nullptr, B * NK * T * H);
+    const int64_t q_row = s.packed ? (N + 2 * NK) * H : N * H, kv_row = s.packed ? q_row : NK * H;
+    const float* qd = qf.data();
+    const float* kd = s.packed ? qd + N * H : kf.data();
+    const float* vd = s.packed ? qd + (N + NK) * H : vf.data();
+
+    // The cache: past rows (unless present shares past's buffer), then this step's rows (keys
+    // rotated), the rest zero.
+    parallel_for(B * NK, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        int64_t b = c / NK, kh = c % NK;
+        for (int which = 0; which < 2; ++which) {
+          float* dst = (which ? pval : pkey).data() + c * T * H;
+          const float* past = which ? pvf.data() : pkf.data();
+          const float* src = which ? vd : kd;
+          bool shared = past && past + c * s.past * H == dst;
+          if (past && !shared) std::memcpy(dst, past + c * s.past * H, sizeof(float) * past_len[b] * H);
+          for (int64_t i = 0; i < S; ++i) {
+            float* row = dst + (past_len[b] + i) * H;
+            std::memcpy(row, src + (b * S + i) * kv_row + kh * H, sizeof(float) * H);
+            if (rotary_ && !which) {
+              int64_t pos = position(b, i);
+              cached_attention::rotate(row, rot_dim, cosf.data() + pos * rot_dim / 2, sinf.data() + pos * rot_dim / 2, interleaved_);
+            }
+          }
+          if (!shared) std::fill(dst + (past_len[b] + S) * H, dst + T * H, 0.f);
+        }
+      }
+    });
+
+    const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(H));
+    const int64_t group = N / NK;
+    parallel_for(B * N, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<float> scratch(static_cast<size_t>(T)), qbuf(static_cast<size_t>(S * H));
+      std::vector<int64_t> lo(static_cast<size_t>(S)), hi(static_cast<size_t>(S));
+      for (int64_t t = t0; t < t1; ++t) {
+        int64_t b = t / N, h = t % N, kh = h / group;
+        for (int64_t i = 0; i < S; ++i) {
+          float* row = qbuf.data() + i * H;
+          std::memcpy(row, qd + (b * S + i) * q_row + h * H, sizeof(float) * H);
+          if (rotary_) {
+            int64_t pos = position(b, i);
+            cached_attention::rotate(row, rot_dim, cosf.data() + pos * rot_dim / 2, sinf.data() + pos * rot_dim / 2, interleaved_);
+          }
+          // Row i sees keys up to itself (causal), the last local_window_size of them (itself
+          // included, as ONNX Runtime 1.30 counts), never past its sequence's total length
+          // (right padding of a batched prompt).
+          int64_t end = causal_ ? std::min(past_len[b] + i + 1, total_len[b]) : total_len[b];
+          hi[i] = end;
+          lo[i] = window_ > 0 ? std::max<int64_t>(0, past_len[b] + i + 1 - window_) : 0;
+        }
+        cached_attention::Rows p{};
+        p.q = qbuf.data(), p.q_stride = H;
+        p.k = pkey.data() + (b * NK + kh) * T * H, p.v = pval.data() + (b * NK + kh) * T * H;
+        p.kv_stride = p.kv_stride_v = H;
+        p.out = of.data() + b * S * N * H + h * H, p.out_stride = N * H;
+        p.lo = lo.data(), p.hi = hi.data();
+        if (bias_t) {
+          int64_t bb = bias_t->dim(0) == 1 ? 0 : b, bh = bias_t->dim(1) == 1 ? 0 : h;
+          p.bias = biasf.data() + ((bb * bias_t->dim(1) + bh) * S) * s.total, p.bias_stride = s.total;
+        }
+        p.sq = S, p.d = H, p.dv = H;
+        p.scale = scale, p.softcap = softcap_;
+        p.has_sink = smooth_ || sink_t;
+        p.sink = sink_t ? sinkf.data()[h] : 0.f;
+        cached_attention::run(p, scratch.data());
+      }
+    });
+    of.finish(), pkey.finish(), pval.finish();
+  }
+
+ private:
+  int64_t heads_ = 0, kv_heads_ = 0, window_ = -1;
+  float scale_ = 0.f, softcap_ = 0.f;
+  bool causal_ = true, rotary_ = false, interleaved_ = false, smooth_ = false;
+};
+
+}  // namespace
+
+void register_group_query_attention(Registry& r) {
+  r.add({"GroupQueryAttention", "com.microsoft", 1, 1000, 0, {DType::kFloat32, DType::kFloat16},
+         [](const KernelSpec& s) { return std::make_unique<GroupQueryAttentionKernel>(s); }},
+        {.foldable = false, .heavy = true});
+}
+
+}  // namespace mminfer::kernels

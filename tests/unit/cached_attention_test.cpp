@@ -1,0 +1,268 @@
+// com.microsoft GroupQueryAttention and MultiHeadAttention decode steps (one query token over a
+// KV cache) against naive references computed in double, on random shapes; and the row kernel
+// under them against its plain twin.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/nn/cached_attention.h"
+#include "runtime/kernel_registry.h"
+
+using mminfer::Attributes;
+using mminfer::DType;
+using mminfer::Shape;
+using mminfer::Tensor;
+namespace ca = mminfer::kernels::cached_attention;
+
+namespace {
+
+Tensor random_tensor(const Shape& s, std::mt19937& rng) {
+  Tensor t = Tensor::empty(DType::kFloat32, s);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+Tensor int32_tensor(const Shape& s, const std::vector<int32_t>& v) {
+  Tensor t = Tensor::empty(DType::kInt32, s);
+  for (size_t i = 0; i < v.size(); ++i) t.data<int32_t>()[i] = v[i];
+  return t;
+}
+
+// Creates the kernel, infers and runs it; outputs go into `outs` (allocated unless given).
+std::vector<Tensor> run_op(const std::string& op, const Attributes& attrs, const std::vector<const Tensor*>& inputs,
+                           size_t num_outputs, std::vector<Tensor*> given = {}) {
+  mminfer::kernels::KernelSpec spec;
+  spec.name = spec.op_type = op;
+  spec.domain = "com.microsoft";
+  spec.opset = 1;
+  spec.attrs = &attrs;
+  spec.num_inputs = inputs.size();
+  spec.num_outputs = num_outputs;
+  for (const Tensor* t : inputs) {
+    spec.input_dtypes.push_back(t ? t->dtype() : DType::kUndefined);
+    spec.constant_inputs.push_back(nullptr);
+  }
+  auto kernel = mminfer::runtime::kernel_registry().create(spec);
+  mminfer::kernels::Inputs in(inputs.begin(), inputs.end());
+  std::vector<mminfer::kernels::TensorDesc> d(num_outputs);
+  kernel->infer(in, d);
+  std::vector<Tensor> owned;
+  for (size_t i = 0; i < num_outputs; ++i) owned.push_back(Tensor::empty(d[i].dtype, d[i].shape));
+  mminfer::kernels::Outputs out;
+  for (size_t i = 0; i < num_outputs; ++i) out.push_back(i < given.size() && given[i] ? given[i] : &owned[i]);
+  kernel->run(in, out);
+  return owned;
+}
+
+// softmax(scale * q·k_j (soft-capped), j in [lo, hi)) · v, in double.
+std::vector<double> naive_head(const float* q, const std::vector<const float*>& keys, const std::vector<const float*>& values,
+                               int64_t d, double scale, double softcap) {
+  std::vector<double> s(keys.size()), out(static_cast<size_t>(d), 0.0);
+  double m = -INFINITY, sum = 0;
+  for (size_t j = 0; j < keys.size(); ++j) {
+    double acc = 0;
+    for (int64_t c = 0; c < d; ++c) acc += double(q[c]) * keys[j][c];
+    acc *= scale;
+    if (softcap > 0) acc = softcap * std::tanh(acc / softcap);
+    s[j] = acc, m = std::max(m, acc);
+  }
+  for (double& x : s) sum += (x = std::exp(x - m));
+  for (size_t j = 0; j < keys.size(); ++j)
+    for (int64_t c = 0; c < d; ++c) out[static_cast<size_t>(c)] += s[j] / sum * values[j][c];
+  return out;
+}
+
+struct GqaCase {
+  int64_t batch, kv_heads, group, head, past;
+  int64_t window;
+  float softcap;
+  bool shared;  // present written into past's buffer (a max-length cache)
+};
+
+void check_gqa_decode(const GqaCase& c, unsigned seed) {
+  std::mt19937 rng(seed);
+  const int64_t B = c.batch, NK = c.kv_heads, N = c.kv_heads * c.group, H = c.head, P = c.past;
+  // Each sequence has its own cache length (1..P); total_sequence_length is the longest + 1.
+  std::vector<int32_t> seqlens(static_cast<size_t>(B));
+  for (auto& s : seqlens) s = static_cast<int32_t>(1 + rng() % P);
+  int32_t total = 0;
+  for (int32_t s : seqlens) total = std::max(total, s + 1);
+  if (c.shared) total = std::min<int32_t>(total, static_cast<int32_t>(P));
+  for (auto& s : seqlens) s = std::min(s, total - 1);
+  Tensor q = random_tensor({B, 1, N * H}, rng), k = random_tensor({B, 1, NK * H}, rng), v = random_tensor({B, 1, NK * H}, rng);
+  Tensor pk = random_tensor({B, NK, P, H}, rng), pv = random_tensor({B, NK, P, H}, rng);
+  Tensor pk_copy = random_tensor({B, NK, P, H}, rng), pv_copy = random_tensor({B, NK, P, H}, rng);
+  std::copy_n(pk.data<float>(), pk.numel(), pk_copy.data<float>());
+  std::copy_n(pv.data<float>(), pv.numel(), pv_copy.data<float>());
+  Tensor sl = int32_tensor({B}, seqlens), ts = int32_tensor({}, {total});
+  Attributes a;
+  a.set("num_heads", N);
+  a.set("kv_num_heads", NK);
+  if (c.window > 0) a.set("local_window_size", c.window);
+  if (c.softcap > 0) a.set("softcap", c.softcap);
+  std::vector<Tensor*> given;
+  if (c.shared) given = {nullptr, &pk, &pv};
+  auto outs = run_op("GroupQueryAttention", a, {&q, &k, &v, &pk, &pv, &sl, &ts}, 3, given);
+  const Tensor& present_k = c.shared ? pk : outs[1];
+  const Tensor& present_v = c.shared ? pv : outs[2];
+  const int64_t T = std::max<int64_t>(total, P);
+  ASSERT_EQ(present_k.shape(), (Shape{B, NK, T, H}));
+  ASSERT_EQ(outs[0].shape(), (Shape{B, 1, N * H}));
+  const double scale = 1.0 / std::sqrt(double(H));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = seqlens[static_cast<size_t>(b)];  // cache rows before this token
+    for (int64_t kh = 0; kh < NK; ++kh) {
+      // The cache: the past's first `len` rows, then the new token's key and value.
+      for (int64_t j = 0; j <= len; ++j)
+        for (int64_t x = 0; x < H; ++x) {
+          size_t at = static_cast<size_t>(((b * NK + kh) * T + j) * H + x);
+          float ek = j < len ? pk_copy.data<float>()[((b * NK + kh) * P + j) * H + x] : k.data<float>()[(b * NK + kh) * H + x];
+          float ev = j < len ? pv_copy.data<float>()[((b * NK + kh) * P + j) * H + x] : v.data<float>()[(b * NK + kh) * H + x];
+          ASSERT_EQ(present_k.data<float>()[at], ek) << "present_key b" << b << " h" << kh << " row " << j;
+          ASSERT_EQ(present_v.data<float>()[at], ev) << "present_value b" << b << " h" << kh << " row " << j;
+        }
+      for (int64_t g = 0; g < c.group; ++g) {
+        int64_t h = kh * c.group + g;
+        std::vector<const float*> keys, values;
+        int64_t lo = c.window > 0 ? std::max<int64_t>(0, len + 1 - c.window) : 0;
+        for (int64_t j = lo; j <= len; ++j) {
+          keys.push_back(j < len ? pk_copy.data<float>() + ((b * NK + kh) * P + j) * H : k.data<float>() + (b * NK + kh) * H);
+          values.push_back(j < len ? pv_copy.data<float>() + ((b * NK + kh) * P + j) * H : v.data<float>() + (b * NK + kh) * H);
+        }
+        auto want = naive_head(q.data<float>() + (b * N + h) * H, keys, values, H, scale, c.softcap);
+        for (int64_t x = 0; x < H; ++x)
+          ASSERT_NEAR(outs[0].data<float>()[(b * N + h) * H + x], want[static_cast<size_t>(x)], 2e-5)
+              << "b" << b << " head " << h << " x " << x;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(GroupQueryAttention, DecodeStepMatchesNaiveReferenceOnRandomShapes) {
+  std::mt19937 pick(1717);
+  for (int i = 0; i < 24; ++i) {
+    GqaCase c{};
+    c.batch = 1 + pick() % 3;
+    c.kv_heads = 1 + pick() % 3;
+    c.group = 1 + pick() % 3;
+    const int64_t heads[] = {5, 8, 16, 20, 64};
+    c.head = heads[pick() % 5];
+    c.past = 1 + pick() % 40;
+    c.window = i % 4 == 1 ? 1 + pick() % 6 : -1;
+    c.softcap = i % 4 == 2 ? 1.5f : 0.f;
+    c.shared = i % 3 == 0;
+    SCOPED_TRACE("case " + std::to_string(i));
+    check_gqa_decode(c, 100 + i);
+  }
+}
+
+TEST(GroupQueryAttention, RefusesHeadCountsThatDoNotGroup) {
+  Attributes a;
+  a.set("num_heads", int64_t(6));
+  a.set("kv_num_heads", int64_t(4));
+  std::mt19937 rng(3);
+  Tensor q = random_tensor({1, 1, 48}, rng), k = random_tensor({1, 1, 32}, rng);
+  Tensor sl = int32_tensor({1}, {0}), ts = int32_tensor({}, {1});
+  try {
+    run_op("GroupQueryAttention", a, {&q, &k, &k, nullptr, nullptr, &sl, &ts}, 3);
+    FAIL() << "no error";
+  } catch (const mminfer::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_heads 6 is not a multiple of kv_num_heads 4"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GroupQueryAttention, RefusesSeqlensBeyondTheCache) {
+  Attributes a;
+  a.set("num_heads", int64_t(2));
+  a.set("kv_num_heads", int64_t(1));
+  std::mt19937 rng(4);
+  Tensor q = random_tensor({1, 1, 16}, rng), k = random_tensor({1, 1, 8}, rng), pk = random_tensor({1, 1, 4, 8}, rng);
+  Tensor sl = int32_tensor({1}, {9}), ts = int32_tensor({}, {5});
+  EXPECT_THROW(run_op("GroupQueryAttention", a, {&q, &k, &k, &pk, &pk, &sl, &ts}, 3), mminfer::Error);
+}
+
+// A rotary position past the cos/sin cache is one error, raised before any thread starts.
+TEST(GroupQueryAttention, RefusesPositionsOutsideTheRotaryCache) {
+  Attributes a;
+  a.set("num_heads", int64_t(2));
+  a.set("kv_num_heads", int64_t(1));
+  a.set("do_rotary", int64_t(1));
+  std::mt19937 rng(5);
+  Tensor q = random_tensor({1, 1, 32}, rng), k = random_tensor({1, 1, 16}, rng), pk = random_tensor({1, 1, 8, 16}, rng);
+  Tensor cos = random_tensor({2, 8}, rng);
+  Tensor sl = int32_tensor({1}, {5}), ts = int32_tensor({}, {6});
+  try {
+    run_op("GroupQueryAttention", a, {&q, &k, &k, &pk, &pk, &sl, &ts, &cos, &cos}, 3);
+    FAIL() << "no error";
+  } catch (const mminfer::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("position 5 is outside the rotary cache of 2"), std::string::npos) << e.what();
+  }
+}
+
+// MultiHeadAttention's decode step: present = past + the new key/value (bias added), the query
+// (bias added) attending causally over it.
+TEST(MultiHeadAttention, DecodeStepWithPastMatchesNaiveReference) {
+  std::mt19937 pick(4242);
+  for (int i = 0; i < 12; ++i) {
+    const int64_t B = 1 + pick() % 3, N = 1 + pick() % 4, H = (i % 3 == 0) ? 12 : 8 * (1 + pick() % 4), P = 1 + pick() % 30;
+    std::mt19937 rng(500 + i);
+    Tensor q = random_tensor({B, 1, N * H}, rng), k = random_tensor({B, 1, N * H}, rng), v = random_tensor({B, 1, N * H}, rng);
+    Tensor bias = random_tensor({3 * N * H}, rng), pk = random_tensor({B, N, P, H}, rng), pv = random_tensor({B, N, P, H}, rng);
+    Attributes a;
+    a.set("num_heads", N);
+    a.set("unidirectional", int64_t(1));
+    auto outs = run_op("MultiHeadAttention", a, {&q, &k, &v, &bias, nullptr, nullptr, &pk, &pv}, 3);
+    ASSERT_EQ(outs[1].shape(), (Shape{B, N, P + 1, H}));
+    const float* bd = bias.data<float>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < N; ++h) {
+        std::vector<float> qb(H), kb(H), vb(H);
+        for (int64_t x = 0; x < H; ++x) {
+          qb[x] = q.data<float>()[(b * N + h) * H + x] + bd[h * H + x];
+          kb[x] = k.data<float>()[(b * N + h) * H + x] + bd[N * H + h * H + x];
+          vb[x] = v.data<float>()[(b * N + h) * H + x] + bd[2 * N * H + h * H + x];
+          EXPECT_EQ(outs[1].data<float>()[((b * N + h) * (P + 1) + P) * H + x], kb[x]);
+          EXPECT_EQ(outs[2].data<float>()[((b * N + h) * (P + 1) + P) * H + x], vb[x]);
+          EXPECT_EQ(outs[1].data<float>()[((b * N + h) * (P + 1)) * H + x], pk.data<float>()[((b * N + h) * P) * H + x]);
+        }
+        std::vector<const float*> keys, values;
+        for (int64_t j = 0; j < P; ++j) {
+          keys.push_back(pk.data<float>() + ((b * N + h) * P + j) * H);
+          values.push_back(pv.data<float>() + ((b * N + h) * P + j) * H);
+        }
+        keys.push_back(kb.data()), values.push_back(vb.data());
+        auto want = naive_head(qb.data(), keys, values, H, 1.0 / std::sqrt(double(H)), 0);
+        for (int64_t x = 0; x < H; ++x)
+          ASSERT_NEAR(outs[0].data<float>()[(b * N + h) * H + x], want[static_cast<size_t>(x)], 2e-5) << "case " << i;
+      }
+  }
+}
+
+// The vector row kernel against its plain twin: key ranges, bias rows, softcap and sinks.
+TEST(CachedAttention, RowKernelMatchesPlainTwin) {
+  std::mt19937 rng(99);
+  std::normal_distribution<float> n(0.f, 1.f);
+  for (int trial = 0; trial < 20; ++trial) {
+    int64_t sq = 1 + rng() % 6, t = 1 + rng() % 50, d = 1 + rng() % 40, dv = 1 + rng() % 40;
+    std::vector<float> q(sq * d), k(t * d), v(t * dv), bias(sq * t), out(sq * dv), ref(sq * dv), scratch(t);
+    for (auto* vec : {&q, &k, &v, &bias})
+      for (float& x : *vec) x = n(rng);
+    std::vector<int64_t> lo(sq), hi(sq);
+    for (int64_t i = 0; i < sq; ++i) {
+      hi[i] = 1 + rng() % t;
+      lo[i] = rng() % hi[i];
+    }
+    ca::Rows p{q.data(), k.data(), v.data(), out.data(), lo.data(), hi.data(), trial % 2 ? bias.data() : nullptr,
+               sq, d, dv, d, d, dv, dv, t, 0.3f, trial % 3 == 0 ? 2.f : 0.f, trial % 4 == 0, trial % 8 == 0 ? 0.f : 0.7f};
+    ca::run(p, scratch.data());
+    p.out = ref.data();
+    ca::run_reference(p);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref[i], 2e-5f * (1 + std::fabs(ref[i]))) << "trial " << trial;
+  }
+}
