@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "generate/generation_config.h"
+#include "generate/token_stream.h"
 
 namespace mminfer::generate {
 namespace {
@@ -56,6 +57,9 @@ TEST(GenerationConfig, SamplingFieldsEosListsAndLengths) {
   EXPECT_EQ(c.eos_token_ids, (std::vector<TokenId>{2, 32000}));
   EXPECT_EQ(c.max_total_length(10), 74u);  // max_new_tokens wins over max_length
   EXPECT_EQ(c.stop_strings.size(), 2u);
+  const StopRules rules = StopRules::from_config(c);
+  EXPECT_EQ(rules.max_new_tokens, 64u);
+  EXPECT_EQ(rules.stop_token_ids, c.eos_token_ids);
 }
 
 TEST(GenerationConfig, OlderFoldersKeepGenerationFieldsInConfigJson) {
