@@ -99,12 +99,28 @@ def llama_loop(runner, folder, info, ref):
     return np.concatenate(tokens, axis=1), np.stack(logits)
 
 
-def whisper_loop(runner, folder, info, ref):
+def whisper_loop(runner, folder, info, ref, layout):
+    """layout "split": decoder_model.onnx, then decoder_with_past_model.onnx; "merged":
+    decoder_model_merged.onnx with use_cache_branch false (zero-length pasts), then true."""
     hidden = runner.run(os.path.join(folder, "encoder_model.onnx"),
                         {"input_features": ref["input_features"]})["last_hidden_state"]
-    out = runner.run(os.path.join(folder, "decoder_model.onnx"),
-                     {"input_ids": ref["decoder_input_ids"], "encoder_hidden_states": hidden})
-    with_past = os.path.join(folder, "decoder_with_past_model.onnx")
+    ids = ref["decoder_input_ids"]
+    if layout == "merged":
+        merged = os.path.join(folder, "decoder_model_merged.onnx")
+        empty = np.zeros((ids.shape[0], info["heads"], 0, info["head_dim"]), np.float32)
+        past = {f"past_key_values.{i}.{side}.{kind}": empty for i in range(info["num_layers"])
+                for side in ("decoder", "encoder") for kind in ("key", "value")}
+        out = runner.run(merged, dict(input_ids=ids, encoder_hidden_states=hidden, use_cache_branch=np.array([False]),
+                                      **past))
+
+        def next_step(nxt, past):
+            return runner.run(merged, dict(input_ids=nxt, encoder_hidden_states=hidden,
+                                           use_cache_branch=np.array([True]), **past))
+    else:
+        out = runner.run(os.path.join(folder, "decoder_model.onnx"), {"input_ids": ids, "encoder_hidden_states": hidden})
+
+        def next_step(nxt, past):
+            return runner.run(os.path.join(folder, "decoder_with_past_model.onnx"), dict(input_ids=nxt, **past))
     past = {k.replace("present", "past_key_values"): v for k, v in out.items() if k.startswith("present.")}
     tokens, logits = [], []
     for step in range(info["new_tokens"]):
@@ -114,14 +130,22 @@ def whisper_loop(runner, folder, info, ref):
         logits.append(last)
         if step + 1 == info["new_tokens"]:
             break
-        out = runner.run(with_past, dict(input_ids=nxt, **past))
+        out = next_step(nxt, past)
         for k, v in out.items():  # the encoder's keys and values stay as the first step made them
             if k.startswith("present."):
                 past[k.replace("present", "past_key_values")] = v
     return np.concatenate(tokens, axis=1), np.stack(logits)
 
 
-LOOPS = {"decoder-only": llama_loop, "encoder-decoder": whisper_loop}
+def layouts(folder, info):
+    """(label, loop) per layout the folder has."""
+    if info["kind"] == "decoder-only":
+        return [("", llama_loop)]
+    found = []
+    if os.path.exists(os.path.join(folder, "decoder_model_merged.onnx")):
+        found.append(("merged ", lambda *a: whisper_loop(*a, layout="merged")))
+    found.append(("split ", lambda *a: whisper_loop(*a, layout="split")))
+    return found
 
 
 def op_types(folder):
@@ -133,9 +157,9 @@ def op_types(folder):
     return sorted(ops)
 
 
-def check_case(runner, folder, info, case, rtol):
+def check_case(runner, folder, info, case, rtol, layout, loop):
     ref = {k: np.load(os.path.join(folder, "reference", f)) for k, f in case["files"].items()}
-    tokens, logits = LOOPS[info["kind"]](runner, folder, info, ref)
+    tokens, logits = loop(runner, folder, info, ref)
     worst = 0.0
     for step in range(ref["logits"].shape[0]):
         scale = float(np.abs(ref["logits"][step]).max())
@@ -143,7 +167,7 @@ def check_case(runner, folder, info, case, rtol):
     same = np.array_equal(tokens, ref["tokens"])
     first_diff = None if same else int(np.argwhere((tokens != ref["tokens"]).any(axis=0))[0][0])
     ok = same and worst <= rtol
-    label = f"{runner.name} {info['model']} {case['case']} (batch {tokens.shape[0]}, {tokens.shape[1]} new tokens)"
+    label = f"{runner.name} {info['model']} {layout}{case['case']} (batch {tokens.shape[0]}, {tokens.shape[1]} new tokens)"
     detail = "tokens equal" if same else f"tokens differ from step {first_diff}"
     print(f"{'PASS' if ok else 'FAIL'} {label}: {detail}, max relative logit error {worst:.2e} (limit {rtol:.0e})")
     return ok
@@ -162,15 +186,16 @@ def main():
             for folder in args.folders:
                 with open(os.path.join(folder, "reference", "reference.json")) as f:
                     info = json.load(f)
-                for case in info["cases"]:
-                    try:
-                        failures += not check_case(runner, folder, info, case, args.rtol)
-                    except Exception as e:  # the engine refused the model: say what it said and what the model uses
-                        failures += 1
-                        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-                        print(f"FAIL {engine} {info['model']} {case['case']}: {msg}")
-                        print(f"     op types in {os.path.basename(folder)}: {', '.join(op_types(folder))}")
-                        break
+                for layout, loop in layouts(folder, info):
+                    for case in info["cases"]:
+                        try:
+                            failures += not check_case(runner, folder, info, case, args.rtol, layout, loop)
+                        except Exception as e:  # the engine refused: say what it said and what the model uses
+                            failures += 1
+                            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+                            print(f"FAIL {engine} {info['model']} {layout}{case['case']}: {msg}")
+                            print(f"     op types in {os.path.basename(folder)}: {', '.join(op_types(folder))}")
+                            break
         finally:
             runner.close()
     sys.exit(1 if failures else 0)

@@ -12,8 +12,9 @@ the prompts, the new token ids and the last position's logits at every step).
   llama-79m          the issue's benchmark decoder (d=576, 12 layers, 9 / 3 heads, vocab 32000,
                      untied): only when asked
   whisper-tiny-test  Whisper-shaped encoder-decoder (d=64, 2+2 layers, 4 heads, 80 mel bins,
-                     50 source positions): encoder_model.onnx, decoder_model.onnx and
-                     decoder_with_past_model.onnx (the unmerged Optimum layout)
+                     50 source positions): encoder_model.onnx, decoder_model_merged.onnx (If on
+                     use_cache_branch) and the two graphs it merges, decoder_model.onnx and
+                     decoder_with_past_model.onnx, as Optimum exports them
   whisper-tiny       the same at Whisper-tiny's dims (d=384, 4+4 layers, 6 heads, vocab 51865,
                      1500 source positions): only when asked
 
@@ -32,6 +33,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import generative_tokenizer as gt  # noqa: E402
 import generative_torch as gm  # noqa: E402
+import merge_decoders  # noqa: E402
 from text_corpus import write_json  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -265,15 +267,19 @@ def make_whisper(out, name, new_tokens):
                       input_names=["input_ids", "encoder_hidden_states"], output_names=first_out, dynamic_axes=axes)
     past_in = [x for i in range(n) for x in dec_names("past_key_values", i) + enc_names("past_key_values", i)]
     past_out = ["logits"] + [x for i in range(n) for x in dec_names("present", i)]
-    axes = {"input_ids": {0: "batch_size"}, "logits": {0: "batch_size"}}
+    axes = {"input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
+            "logits": {0: "batch_size", 1: "decoder_sequence_length"}}
     axes.update({k: {0: "batch_size", 2: "past_decoder_sequence_length"} for k in past_in if ".decoder." in k})
     axes.update({k: {0: "batch_size", 2: "encoder_sequence_length"} for k in past_in if ".encoder." in k})
-    axes.update({k: {0: "batch_size", 2: "past_decoder_sequence_length + 1"} for k in past_out[1:]})
+    axes.update({k: {0: "batch_size", 2: "past_decoder_sequence_length + decoder_sequence_length"}
+                 for k in past_out[1:]})
     p = 5
     past_args = [torch.randn(b, heads, p if ".decoder." in k else cfg["max_source_positions"], hd) for k in past_in]
     torch.onnx.export(gm.WhisperDecoderWithPast(decoder), (torch.randint(0, cfg["vocab_size"], (b, 1)), *past_args),
                       os.path.join(out, "decoder_with_past_model.onnx"), opset_version=OPSET,
                       input_names=["input_ids", *past_in], output_names=past_out, dynamic_axes=axes)
+    merge_decoders.merge(os.path.join(out, "decoder_model.onnx"), os.path.join(out, "decoder_with_past_model.onnx"),
+                         os.path.join(out, "decoder_model_merged.onnx"))
 
     cases = []
     gen = torch.Generator().manual_seed(19)
@@ -285,7 +291,8 @@ def make_whisper(out, name, new_tokens):
                                                 "tokens": tokens, "logits": logits},
                                     {"tokens": tokens.tolist(), "distinct_tokens": int(len(np.unique(tokens))),
                                      "min_top2_margin": top2_margin(logits)}))
-    return {"kind": "encoder-decoder", "prompt_ids": prompt_ids, "layout": "encoder_model.onnx + decoder_model.onnx + decoder_with_past_model.onnx",
+    return {"kind": "encoder-decoder", "prompt_ids": prompt_ids, "layout": "encoder_model.onnx + decoder_model_merged.onnx (use_cache_branch) or decoder_model.onnx + "
+            "decoder_with_past_model.onnx",
             "num_layers": n, "heads": heads, "head_dim": hd, "new_tokens": new_tokens, "cases": cases}
 
 
@@ -294,7 +301,7 @@ MAKERS = {**{k: make_llama for k in LLAMA_CONFIGS}, **{k: make_whisper for k in 
 
 def stamp_of(name, new_tokens):
     h = hashlib.sha256(f"{name} {new_tokens} {torch.__version__}".encode())
-    for f in ("make_generative_models.py", "generative_torch.py", "generative_tokenizer.py", "text_corpus.py"):
+    for f in ("make_generative_models.py", "generative_torch.py", "generative_tokenizer.py", "merge_decoders.py", "text_corpus.py"):
         with open(os.path.join(HERE, f), "rb") as fh:
             h.update(fh.read())
     with open(CORPUS, "rb") as fh:
