@@ -29,7 +29,10 @@ class MminferRunner:
     name = "mminfer"
 
     def __init__(self):
-        import mminfer
+        try:
+            import mminfer
+        except ImportError:
+            sys.exit("check_generative_model.py: error: cannot import mminfer (set PYTHONPATH=build/python)")
         self.mminfer, self.sessions = mminfer, {}
 
     def run(self, model, feed):
@@ -179,13 +182,20 @@ def main():
     ap.add_argument("--engine", action="append", choices=["mminfer", "ort"])
     ap.add_argument("--rtol", type=float, default=1e-4)
     args = ap.parse_args()
+    infos = {}
+    for folder in args.folders:
+        ref_path = os.path.join(folder, "reference", "reference.json")
+        if not os.path.isfile(ref_path):
+            sys.exit(f"check_generative_model.py: error: {ref_path} is missing "
+                     "(make the folder with tools/make_generative_models.py)")
+        with open(ref_path) as f:
+            infos[folder] = json.load(f)
     failures = 0
     for engine in args.engine or ["ort", "mminfer"]:
         runner = {"mminfer": MminferRunner, "ort": OrtRunner}[engine]()
         try:
             for folder in args.folders:
-                with open(os.path.join(folder, "reference", "reference.json")) as f:
-                    info = json.load(f)
+                info = infos[folder]
                 for layout, loop in layouts(folder, info):
                     for case in info["cases"]:
                         try:

@@ -172,7 +172,7 @@ def make_llama(out, name, new_tokens):
 
     cases = []
     encoded = [gt.encode(t, vocab, merges) for t in LLAMA_PROMPTS]
-    for case, prompts in (("b1", [0]), ("b2", [0, 1])):
+    for case, prompts in (("b1", [0]), ("b2", [0, 1]), ("b1-second", [1])):
         width = max(len(encoded[i]) for i in prompts)
         ids = np.full((len(prompts), width), eos, dtype=np.int64)
         mask = np.zeros((len(prompts), width), dtype=np.int64)

@@ -81,7 +81,7 @@ TEST(GenerativeTokenizerLlama, PromptsEncodeToTheIdsTorchStartedFrom) {
       ++prompts;
     }
   }
-  EXPECT_EQ(prompts, 3u);
+  EXPECT_EQ(prompts, 4u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GenerativeTokenizer, ::testing::Values("llama-tiny", "whisper-tiny-test"));
