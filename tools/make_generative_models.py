@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""Writes the generative test models of issue 17: torch replicas with random weights (fixed
+seeds) exported in the layouts Hugging Face Optimum / transformers.js publish, each folder with
+config.json, generation_config.json, tokenizer.json and reference/ (torch's own greedy loop:
+the prompts, the new token ids and the last position's logits at every step).
+
+    make_generative_models.py OUT [--which llama-tiny,whisper-tiny-test] [--new-tokens N]
+
+  llama-tiny         LLaMA-style decoder (d=64, 2 layers, 4 query / 2 KV heads, tied embeddings):
+                     model.onnx, the "decoder with past merged" form (a zero-length past is the
+                     first step)
+  llama-79m          the issue's benchmark decoder (d=576, 12 layers, 9 / 3 heads, vocab 32000,
+                     untied): only when asked
+  whisper-tiny-test  Whisper-shaped encoder-decoder (d=64, 2+2 layers, 4 heads, 80 mel bins,
+                     50 source positions): encoder_model.onnx, decoder_model_merged.onnx (If on
+                     use_cache_branch) and the two graphs it merges, decoder_model.onnx and
+                     decoder_with_past_model.onnx, as Optimum exports them
+  whisper-tiny       the same at Whisper-tiny's dims (d=384, 4+4 layers, 6 heads, vocab 51865,
+                     1500 source positions): only when asked
+
+Each folder's stamp.txt holds a digest of the generator's sources and the options; a folder
+whose stamp matches is left as it is (the ctest fixture then returns at once)."""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import generative_tokenizer as gt  # noqa: E402
+import generative_torch as gm  # noqa: E402
+import merge_decoders  # noqa: E402
+from text_corpus import write_json  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "..", "tests", "data", "text", "corpus.txt")
+OPSET = 17
+DEFAULT_WHICH = "llama-tiny,whisper-tiny-test"
+LLAMA_PROMPTS = ["The quick brown fox jumps over the lazy dog.", "Hello, world! It's 12 o'clock."]
+LLAMA_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+WHISPER_SPECIALS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|de|>", "<|translate|>",
+                    "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"]
+
+LLAMA_CONFIGS = {
+    "llama-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, merges=400, init_gain=3.0, tie_word_embeddings=True, max_position_embeddings=256),
+    "llama-79m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=12, num_attention_heads=9,
+                      num_key_value_heads=3, merges=1000, init_gain=3.0, vocab_size=32000, tie_word_embeddings=False,
+                      max_position_embeddings=2048),
+}
+WHISPER_CONFIGS = {
+    "whisper-tiny-test": dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                              decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256,
+                              max_source_positions=50, max_target_positions=128, merges=400, init_gain=4.0),
+    "whisper-tiny": dict(d_model=384, encoder_layers=4, decoder_layers=4, encoder_attention_heads=6,
+                         decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536,
+                         max_source_positions=1500, max_target_positions=448, merges=1000, init_gain=4.0, vocab_size=51865),
+}
+
+
+def scale_init(modules, gain):
+    """Multiplies every weight matrix and kernel except the embeddings by gain. With PyTorch's
+    default initialisation a random decoder repeats one token forever, which makes comparing
+    greedy tokens meaningless; a larger gain makes each step's choice depend on the context
+    (tens of distinct tokens in 64 steps) while the top-2 logit margins stay far above
+    float32 rounding (reference.json records the smallest)."""
+    with torch.no_grad():
+        for module in modules:
+            for name, p in module.named_parameters():
+                if p.dim() >= 2 and "embed" not in name:
+                    p.mul_(gain)
+
+
+def top2_margin(logits):
+    s = np.sort(logits, axis=-1)
+    return float((s[..., -1] - s[..., -2]).min())
+
+
+def make_tokenizer(merges, specials, vocab_size=None):
+    """Byte-level BPE trained on the test corpus, the specials after it and, where the model's
+    vocabulary is larger (the benchmark shapes), reserved tokens up to vocab_size."""
+    with open(CORPUS, encoding="utf-8") as f:
+        vocab, merge_list = gt.train(f.read(), merges)
+    specials = list(specials)
+    if vocab_size is not None:
+        specials += [f"<|reserved_{i}|>" for i in range(vocab_size - len(vocab) - len(specials))]
+    special_ids = {t: len(vocab) + i for i, t in enumerate(specials)}
+    return vocab, merge_list, specials, special_ids
+
+
+def write_tokenizer(out, vocab, merges, specials, extra_config):
+    write_json(os.path.join(out, "tokenizer.json"), gt.tokenizer_json(vocab, merges, specials))
+    write_json(os.path.join(out, "tokenizer_config.json"),
+               dict({"tokenizer_class": "GPT2Tokenizer", "clean_up_tokenization_spaces": False}, **extra_config),
+               compact=False)
+
+
+def save_reference(out, case, arrays, meta):
+    ref = os.path.join(out, "reference")
+    os.makedirs(ref, exist_ok=True)
+    for name, a in arrays.items():
+        np.save(os.path.join(ref, f"{case}.{name}.npy"), a)
+    return dict(meta, case=case, files={name: f"{case}.{name}.npy" for name in arrays})
+
+
+# --- LLaMA ---------------------------------------------------------------------------------
+
+def llama_greedy(model, cfg, input_ids, attention_mask, new_tokens):
+    """Torch's greedy loop in the Optimum form: prefill with a zero-length past, then one token
+    per step with attention_mask grown by one and position ids counting only real tokens."""
+    b = input_ids.shape[0]
+    kv, hd = cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    past = [torch.zeros(b, kv, 0, hd) for _ in range(2 * cfg["num_hidden_layers"])]
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    tokens, step_logits = [], []
+    ids, mask = input_ids, attention_mask
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            logits, *past = model(ids, mask, position_ids, *past)
+            last = logits[:, -1, :]
+            nxt = last.argmax(-1, keepdim=True)
+            tokens.append(nxt)
+            step_logits.append(last)
+            ids = nxt
+            mask = torch.cat((mask, torch.ones(b, 1, dtype=mask.dtype)), dim=1)
+            position_ids = position_ids[:, -1:] + 1
+    return torch.cat(tokens, dim=1).numpy(), torch.stack(step_logits).numpy()
+
+
+def make_llama(out, name, new_tokens):
+    spec = dict(LLAMA_CONFIGS[name])
+    gain = spec.pop("init_gain")
+    vocab, merges, specials, special_ids = make_tokenizer(spec.pop("merges"), LLAMA_SPECIALS, spec.pop("vocab_size", None))
+    eos = special_ids["<|endoftext|>"]
+    cfg = dict(spec, vocab_size=len(vocab) + len(specials), rms_norm_eps=1e-5, rope_theta=10000.0)
+    torch.manual_seed(17)
+    model = gm.LlamaForCausalLM(cfg).eval()
+    scale_init([model], gain)
+    n, kv, hd = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
+
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+              "head_dim": hd, "bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos,
+              "attention_bias": False, "mlp_bias": False, "torch_dtype": "float32", "use_cache": True,
+              "initializer_range": 0.02, "rope_scaling": None, "pretraining_tp": 1}
+    config.update(cfg)
+    write_json(os.path.join(out, "config.json"), config, compact=False)
+    write_json(os.path.join(out, "generation_config.json"),
+               {"bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos, "do_sample": False,
+                "max_new_tokens": new_tokens}, compact=False)
+    write_tokenizer(out, vocab, merges, specials, {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
+                                                   "pad_token": "<|endoftext|>", "model_max_length": cfg["max_position_embeddings"]})
+
+    # Trace with a non-empty past and two new tokens so every length stays symbolic.
+    b, p, s = 2, 3, 2
+    args = (torch.randint(0, cfg["vocab_size"], (b, s)), torch.ones(b, p + s, dtype=torch.int64),
+            torch.arange(p, p + s).repeat(b, 1), *[torch.randn(b, kv, p, hd) for _ in range(2 * n)])
+    past_names = [f"past_key_values.{i}.{kind}" for i in range(n) for kind in ("key", "value")]
+    present_names = [f"present.{i}.{kind}" for i in range(n) for kind in ("key", "value")]
+    axes = {"input_ids": {0: "batch_size", 1: "sequence_length"},
+            "attention_mask": {0: "batch_size", 1: "total_sequence_length"},
+            "position_ids": {0: "batch_size", 1: "sequence_length"},
+            "logits": {0: "batch_size", 1: "sequence_length"}}
+    axes.update({k: {0: "batch_size", 2: "past_sequence_length"} for k in past_names})
+    axes.update({k: {0: "batch_size", 2: "total_sequence_length"} for k in present_names})
+    torch.onnx.export(model, args, os.path.join(out, "model.onnx"), opset_version=OPSET,
+                      input_names=["input_ids", "attention_mask", "position_ids", *past_names],
+                      output_names=["logits", *present_names], dynamic_axes=axes, do_constant_folding=True)
+
+    cases = []
+    encoded = [gt.encode(t, vocab, merges) for t in LLAMA_PROMPTS]
+    for case, prompts in (("b1", [0]), ("b2", [0, 1]), ("b1-second", [1])):
+        width = max(len(encoded[i]) for i in prompts)
+        ids = np.full((len(prompts), width), eos, dtype=np.int64)
+        mask = np.zeros((len(prompts), width), dtype=np.int64)
+        for row, i in enumerate(prompts):  # left padding, as batched generation does
+            ids[row, width - len(encoded[i]):] = encoded[i]
+            mask[row, width - len(encoded[i]):] = 1
+        tokens, logits = llama_greedy(model, cfg, torch.from_numpy(ids), torch.from_numpy(mask), new_tokens)
+        cases.append(save_reference(out, case, {"input_ids": ids, "attention_mask": mask, "tokens": tokens,
+                                                "logits": logits},
+                                    {"prompts": [LLAMA_PROMPTS[i] for i in prompts], "prompt_ids": [encoded[i] for i in prompts],
+                                     "tokens": tokens.tolist(), "distinct_tokens": int(len(np.unique(tokens))),
+                                     "min_top2_margin": top2_margin(logits)}))
+    return {"kind": "decoder-only", "layout": "model.onnx (decoder with past merged)", "num_layers": n,
+            "kv_heads": kv, "head_dim": hd, "new_tokens": new_tokens, "cases": cases}
+
+
+# --- Whisper -------------------------------------------------------------------------------
+
+def whisper_greedy(encoder, decoder, features, prompt, new_tokens):
+    """Encoder once, the first decoder step on the forced prompt computes the cross-attention
+    keys and values, every later step feeds one token and the grown self-attention cache."""
+    first, with_past = gm.WhisperDecoderFirst(decoder), gm.WhisperDecoderWithPast(decoder)
+    tokens, step_logits = [], []
+    with torch.no_grad():
+        hidden = encoder(features)
+        logits, *presents = first(prompt, hidden)
+        n = decoder.num_layers
+        cross = [presents[4 * i + 2:4 * i + 4] for i in range(n)]
+        self_kv = [presents[4 * i:4 * i + 2] for i in range(n)]
+        for step in range(new_tokens):
+            last = logits[:, -1, :]
+            nxt = last.argmax(-1, keepdim=True)
+            tokens.append(nxt)
+            step_logits.append(last)
+            if step + 1 == new_tokens:
+                break
+            past = [t for i in range(n) for t in (*self_kv[i], *cross[i])]
+            logits, *presents = with_past(nxt, *past)
+            self_kv = [presents[2 * i:2 * i + 2] for i in range(n)]
+    return torch.cat(tokens, dim=1).numpy(), torch.stack(step_logits).numpy()
+
+
+def make_whisper(out, name, new_tokens):
+    spec = dict(WHISPER_CONFIGS[name])
+    gain = spec.pop("init_gain")
+    vocab, merges, specials, special_ids = make_tokenizer(spec.pop("merges"), WHISPER_SPECIALS, spec.pop("vocab_size", None))
+    cfg = dict(spec, vocab_size=len(vocab) + len(specials), num_mel_bins=80)
+    torch.manual_seed(18)
+    encoder, decoder = gm.WhisperEncoder(cfg).eval(), gm.WhisperDecoder(cfg).eval()
+    scale_init([encoder, decoder], gain)
+    n, heads, d = cfg["decoder_layers"], cfg["decoder_attention_heads"], cfg["d_model"]
+    hd, frames = d // heads, 2 * cfg["max_source_positions"]
+    sot, eot = special_ids["<|startoftranscript|>"], special_ids["<|endoftext|>"]
+    prompt_ids = [sot, special_ids["<|en|>"], special_ids["<|transcribe|>"], special_ids["<|notimestamps|>"]]
+
+    config = {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper",
+              "activation_function": "gelu", "is_encoder_decoder": True, "num_hidden_layers": cfg["encoder_layers"],
+              "bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot, "decoder_start_token_id": sot,
+              "scale_embedding": False, "use_cache": True, "torch_dtype": "float32", "tie_word_embeddings": True}
+    config.update(cfg)
+    write_json(os.path.join(out, "config.json"), config, compact=False)
+    write_json(os.path.join(out, "generation_config.json"),
+               {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot, "decoder_start_token_id": sot,
+                "no_timestamps_token_id": special_ids["<|notimestamps|>"],
+                "lang_to_id": {"<|en|>": special_ids["<|en|>"], "<|de|>": special_ids["<|de|>"]},
+                "task_to_id": {"transcribe": special_ids["<|transcribe|>"], "translate": special_ids["<|translate|>"]},
+                "forced_decoder_ids": [[1, prompt_ids[1]], [2, prompt_ids[2]], [3, prompt_ids[3]]],
+                "max_length": cfg["max_target_positions"], "max_new_tokens": new_tokens}, compact=False)
+    write_json(os.path.join(out, "preprocessor_config.json"),
+               {"feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 80, "sampling_rate": 16000,
+                "hop_length": 160, "n_fft": 400, "chunk_length": frames * 160 // 16000, "nb_max_frames": frames,
+                "n_samples": frames * 160, "padding_value": 0.0, "return_attention_mask": False}, compact=False)
+    write_tokenizer(out, vocab, merges, specials, {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
+                                                   "pad_token": "<|endoftext|>",
+                                                   "model_max_length": cfg["max_target_positions"]})
+
+    b = 2
+    torch.onnx.export(encoder, (torch.randn(b, 80, frames),), os.path.join(out, "encoder_model.onnx"),
+                      opset_version=OPSET, input_names=["input_features"], output_names=["last_hidden_state"],
+                      dynamic_axes={"input_features": {0: "batch_size"}, "last_hidden_state": {0: "batch_size"}})
+    dec_names = lambda prefix, i: [f"{prefix}.{i}.decoder.key", f"{prefix}.{i}.decoder.value"]  # noqa: E731
+    enc_names = lambda prefix, i: [f"{prefix}.{i}.encoder.key", f"{prefix}.{i}.encoder.value"]  # noqa: E731
+    hidden = torch.randn(b, cfg["max_source_positions"], d)
+    first_out = ["logits"] + [x for i in range(n) for x in dec_names("present", i) + enc_names("present", i)]
+    axes = {"input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
+            "encoder_hidden_states": {0: "batch_size", 1: "encoder_sequence_length"},
+            "logits": {0: "batch_size", 1: "decoder_sequence_length"}}
+    axes.update({k: {0: "batch_size", 2: "decoder_sequence_length"} for k in first_out[1:] if ".decoder." in k})
+    axes.update({k: {0: "batch_size", 2: "encoder_sequence_length"} for k in first_out[1:] if ".encoder." in k})
+    torch.onnx.export(gm.WhisperDecoderFirst(decoder), (torch.randint(0, cfg["vocab_size"], (b, 4)), hidden),
+                      os.path.join(out, "decoder_model.onnx"), opset_version=OPSET,
+                      input_names=["input_ids", "encoder_hidden_states"], output_names=first_out, dynamic_axes=axes)
+    past_in = [x for i in range(n) for x in dec_names("past_key_values", i) + enc_names("past_key_values", i)]
+    past_out = ["logits"] + [x for i in range(n) for x in dec_names("present", i)]
+    axes = {"input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
+            "logits": {0: "batch_size", 1: "decoder_sequence_length"}}
+    axes.update({k: {0: "batch_size", 2: "past_decoder_sequence_length"} for k in past_in if ".decoder." in k})
+    axes.update({k: {0: "batch_size", 2: "encoder_sequence_length"} for k in past_in if ".encoder." in k})
+    axes.update({k: {0: "batch_size", 2: "past_decoder_sequence_length + decoder_sequence_length"}
+                 for k in past_out[1:]})
+    p = 5
+    past_args = [torch.randn(b, heads, p if ".decoder." in k else cfg["max_source_positions"], hd) for k in past_in]
+    torch.onnx.export(gm.WhisperDecoderWithPast(decoder), (torch.randint(0, cfg["vocab_size"], (b, 1)), *past_args),
+                      os.path.join(out, "decoder_with_past_model.onnx"), opset_version=OPSET,
+                      input_names=["input_ids", *past_in], output_names=past_out, dynamic_axes=axes)
+    merge_decoders.merge(os.path.join(out, "decoder_model.onnx"), os.path.join(out, "decoder_with_past_model.onnx"),
+                         os.path.join(out, "decoder_model_merged.onnx"))
+
+    cases = []
+    gen = torch.Generator().manual_seed(19)
+    for case, batch in (("b1", 1), ("b2", 2)):
+        features = torch.randn(batch, 80, frames, generator=gen) * 0.5  # log-mel-like values around 0
+        prompt = torch.tensor([prompt_ids] * batch, dtype=torch.int64)
+        tokens, logits = whisper_greedy(encoder, decoder, features, prompt, new_tokens)
+        cases.append(save_reference(out, case, {"input_features": features.numpy(), "decoder_input_ids": prompt.numpy(),
+                                                "tokens": tokens, "logits": logits},
+                                    {"tokens": tokens.tolist(), "distinct_tokens": int(len(np.unique(tokens))),
+                                     "min_top2_margin": top2_margin(logits)}))
+    return {"kind": "encoder-decoder", "prompt_ids": prompt_ids, "layout": "encoder_model.onnx + decoder_model_merged.onnx (use_cache_branch) or decoder_model.onnx + "
+            "decoder_with_past_model.onnx",
+            "num_layers": n, "heads": heads, "head_dim": hd, "new_tokens": new_tokens, "cases": cases}
+
+
+MAKERS = {**{k: make_llama for k in LLAMA_CONFIGS}, **{k: make_whisper for k in WHISPER_CONFIGS}}
+
+
+def stamp_of(name, new_tokens):
+    h = hashlib.sha256(f"{name} {new_tokens} {torch.__version__}".encode())
+    for f in ("make_generative_models.py", "generative_torch.py", "generative_tokenizer.py", "merge_decoders.py", "text_corpus.py"):
+        with open(os.path.join(HERE, f), "rb") as fh:
+            h.update(fh.read())
+    with open(CORPUS, "rb") as fh:
+        h.update(fh.read())
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--which", default=DEFAULT_WHICH, help=f"comma-separated, of: {', '.join(MAKERS)}")
+    ap.add_argument("--new-tokens", type=int, default=64)
+    args = ap.parse_args()
+    names = [w for w in args.which.split(",") if w]
+    unknown = [w for w in names if w not in MAKERS]
+    if unknown:
+        sys.exit(f"make_generative_models.py: error: unknown model {unknown[0]!r} (use {', '.join(MAKERS)})")
+    torch.set_num_threads(1)
+    for name in names:
+        out = os.path.join(args.out, name)
+        stamp = stamp_of(name, args.new_tokens)
+        stamp_path = os.path.join(out, "stamp.txt")
+        if os.path.exists(stamp_path) and open(stamp_path).read().strip() == stamp:
+            print(f"{name}: up to date")
+            continue
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        info = MAKERS[name](out, name, args.new_tokens)
+        write_json(os.path.join(out, "reference", "reference.json"), dict(info, model=name), compact=False)
+        with open(stamp_path, "w") as f:
+            f.write(stamp + "\n")
+        print(f"{name}: written to {out}")
+
+
+if __name__ == "__main__":
+    main()
