@@ -1,7 +1,7 @@
 # libmminfer: the engine, preprocessing and pipelines as one library, shared and static, with
 # only include/mminfer as its interface. Built from the objects of the internal libraries the
 # command line and the tests link, so every part is compiled once.
-set(MMINFER_LIBRARY_PARTS mminfer_engine mminfer_image mminfer_text mminfer_audio mminfer_pipelines)
+set(MMINFER_LIBRARY_PARTS mminfer_engine mminfer_image mminfer_text mminfer_audio mminfer_generate mminfer_pipelines)
 set(MMINFER_LIBRARY_OBJECTS)
 foreach(part ${MMINFER_LIBRARY_PARTS})
   list(APPEND MMINFER_LIBRARY_OBJECTS $<TARGET_OBJECTS:${part}>)

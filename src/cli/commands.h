@@ -13,5 +13,6 @@ int cmd_embed(int argc, char** argv);
 int cmd_classify(int argc, char** argv);
 int cmd_loadgen(int argc, char** argv);
 int cmd_optimize(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
 
 }  // namespace mminfer::cli

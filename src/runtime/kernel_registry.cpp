@@ -42,6 +42,7 @@ void register_rotary_embedding(Registry&);
 // nn/, com.microsoft attention with a KV cache
 void register_group_query_attention(Registry&);
 void register_multi_head_attention(Registry&);
+void register_kv_cache_attention(Registry&);  // mminfer::CachedAttention
 // tensor/
 void register_cast(Registry&);
 void register_shape_ops(Registry&);
@@ -108,6 +109,7 @@ const kernels::Registry& kernel_registry() {
     // nn/, com.microsoft attention with a KV cache
     register_group_query_attention(r);
     register_multi_head_attention(r);
+    register_kv_cache_attention(r);
     // tensor/
     register_cast(r);
     register_shape_ops(r);

@@ -17,6 +17,7 @@
 #include "runtime/node_kernel.h"
 #include "runtime/executor.h"
 #include "runtime/profiler.h"
+#include "runtime/session_factory.h"
 
 namespace mminfer {
 
@@ -291,6 +292,10 @@ Status load_bytes_checked(const std::string& bytes, const std::string& base_dir,
 }
 
 }  // namespace
+
+std::unique_ptr<Session> runtime::session_from_model(onnx_io::LoadedModel model, const SessionOptions& options) {
+  return std::make_unique<SessionImpl>(std::move(model), options, "");
+}
 
 // Messages quote names from the file, which may hold any bytes: keep them one printable line.
 Status Session::load(const std::string& path, const SessionOptions& options, std::unique_ptr<Session>* out) {

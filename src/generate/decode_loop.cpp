@@ -1,0 +1,107 @@
+#include "generate/decode_loop.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "generate/logits_pipeline.h"
+#include "generate/next_token.h"
+#include "generate/rng.h"
+
+namespace mminfer::generate {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Tensor ids_tensor(const std::vector<TokenId>& ids) {
+  Tensor t = Tensor::empty(DType::kInt64, {1, static_cast<int64_t>(ids.size())});
+  std::copy(ids.begin(), ids.end(), t.data<int64_t>());
+  return t;
+}
+
+}  // namespace
+
+std::vector<DecodedSequence> decode(runtime::CachedDecoder& decoder, const DecodeRequest& request, const DecodeFn& detokenize,
+                                    DecodeTimings* timings) {
+  const auto& prompts = request.prompts;
+  const size_t n = prompts.size();
+  if (n == 0) throw Error("nothing to generate from: no prompt");
+  if (request.config.num_beams > 1) throw std::invalid_argument("beam search is not available in this loop; use num_beams 1");
+  StopRules rules = StopRules::from_config(request.config);
+  size_t longest = 0;
+  for (size_t s = 0; s < n; ++s) {
+    if (prompts[s].empty()) throw Error("prompt " + std::to_string(s + 1) + " has no tokens");
+    longest = std::max(longest, prompts[s].size());
+  }
+  if (request.context > 0 && static_cast<int64_t>(longest) >= request.context)
+    throw Error("the prompt holds " + std::to_string(longest) + " tokens; the model's context is " +
+                std::to_string(request.context) + " positions, so no token can follow it");
+  // Room for the longest prompt and every token the rules allow, within the model's context.
+  size_t budget = std::min(rules.max_new_tokens, rules.max_length > longest ? rules.max_length - longest : size_t(1));
+  int64_t capacity = static_cast<int64_t>(longest + std::min<size_t>(budget, size_t(1) << 20));
+  if (request.context > 0) capacity = std::min(capacity, request.context);
+  runtime::KvCache cache = decoder.make_cache(static_cast<int64_t>(n), capacity);
+
+  LogitsPipeline pipeline(request.config);
+  std::vector<Pcg32> rngs(n, Pcg32(request.seed));
+  std::vector<std::vector<TokenId>> sequences(prompts.begin(), prompts.end());
+  std::vector<std::unique_ptr<TokenStream>> streams;
+  for (size_t s = 0; s < n; ++s) {
+    StreamCallback cb;
+    if (request.on_text) cb = [&, s](TokenId token, std::string_view text) { request.on_text(s, token, text); };
+    streams.push_back(std::make_unique<TokenStream>(detokenize, rules, prompts[s].size(), cb));
+  }
+  DecodeTimings t;
+  t.cache_bytes = cache.bytes();
+  auto choose = [&](size_t s, float* logits, size_t vocab) {
+    TokenId token = next_token(std::span<float>(logits, vocab), sequences[s], prompts[s].size(), pipeline, rngs[s]);
+    sequences[s].push_back(token);
+    ++t.new_tokens;
+    // A sequence at the cache's end stops as at max_length.
+    if (streams[s]->push(token) == StopReason::kNone && cache.length(static_cast<int64_t>(s)) + 1 > cache.capacity())
+      streams[s]->finish();
+  };
+
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t s = 0; s < n; ++s) {
+    Tensor logits = decoder.step(cache, static_cast<int64_t>(s), request.tokens_input, ids_tensor(prompts[s]));
+    t.prompt_tokens += prompts[s].size();
+    choose(s, logits.data<float>(), static_cast<size_t>(logits.dim(1)));
+  }
+  t.prefill_ms = ms_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    // The unfinished rows, in runs of neighbours that step together.
+    std::vector<size_t> live;
+    for (size_t s = 0; s < n; ++s)
+      if (!streams[s]->stopped()) live.push_back(s);
+    if (live.empty()) break;
+    for (size_t i = 0; i < live.size();) {
+      size_t j = i;
+      while (j + 1 < live.size() && live[j + 1] == live[j] + 1) ++j;
+      int64_t rows = static_cast<int64_t>(j - i + 1);
+      Tensor ids = Tensor::empty(DType::kInt64, {rows, 1});
+      for (int64_t r = 0; r < rows; ++r) ids.data<int64_t>()[r] = sequences[live[i] + r].back();
+      Tensor logits = decoder.step(cache, static_cast<int64_t>(live[i]), request.tokens_input, ids);
+      size_t vocab = static_cast<size_t>(logits.dim(1));
+      for (int64_t r = 0; r < rows; ++r) choose(live[i] + r, logits.data<float>() + r * vocab, vocab);
+      i = j + 1;
+    }
+    ++t.decode_steps;
+  }
+  t.decode_ms = ms_since(t0);
+  if (timings) *timings = t;
+
+  std::vector<DecodedSequence> out(n);
+  for (size_t s = 0; s < n; ++s) {
+    out[s].tokens = streams[s]->tokens();
+    out[s].text = streams[s]->text();
+    out[s].reason = streams[s]->reason();
+  }
+  return out;
+}
+
+}  // namespace mminfer::generate

@@ -1,0 +1,111 @@
+// mminfer::CachedAttention (made by passes/bind_kv_cache): attention over a KV cache the runtime
+// owns. Inputs: Q [B, Hq, S, D], this step's K [B, Hkv, S, D] and V [B, Hkv, S, Dv], the caches
+// [B, Hkv, T, D] and [B, Hkv, T, Dv] (T: capacity), and each sequence's cached length (int64 [B]).
+// The new rows are written into the caches at their sequence's length (the caches are state:
+// this op updates its inputs in place), then each query head attends to its KV head's rows up to
+// its own position (causal) or to all of them. Output [B, Hq, S, Dv].
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/parallel.h"
+#include "kernels/cpu/common/registry.h"
+#include "kernels/cpu/nn/cached_attention.h"
+
+namespace mminfer::kernels {
+
+namespace {
+
+class KvCacheAttentionKernel final : public Kernel {
+ public:
+  explicit KvCacheAttentionKernel(const KernelSpec& s)
+      : name_(s.name), scale_(s.a().get_float("scale", 0.f)), causal_(s.a().get_int("causal", 1) != 0) {
+    if (s.num_inputs != 6) fail("CachedAttention '" + name_ + "' needs 6 inputs, got " + std::to_string(s.num_inputs));
+  }
+
+  void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
+    Dims d = check(in);
+    out[0] = {DType::kFloat32, {d.B, d.Hq, d.S, d.Dv}};
+  }
+
+  void run(const Inputs& in, Outputs& out) override {
+    Dims d = check(in);
+    const Tensor& lengths_t = *in[5];
+    std::vector<int64_t> len(lengths_t.data<int64_t>(), lengths_t.data<int64_t>() + d.B);
+    for (int64_t b = 0; b < d.B; ++b)
+      if (len[b] < 0 || len[b] + d.S > d.T)
+        fail("CachedAttention '" + name_ + "': sequence " + std::to_string(b) + " holds " + std::to_string(len[b]) +
+             " positions and " + std::to_string(d.S) + " more do not fit a cache of " + std::to_string(d.T));
+    // The caches are buffers the runtime lent this run to be written.
+    float* kc = const_cast<float*>(in[3]->data<float>());
+    float* vc = const_cast<float*>(in[4]->data<float>());
+    const float* kn = in[1]->data<float>();
+    const float* vn = in[2]->data<float>();
+    parallel_for(d.B * d.Hkv, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        int64_t b = c / d.Hkv;
+        std::memcpy(kc + (c * d.T + len[b]) * d.D, kn + c * d.S * d.D, sizeof(float) * d.S * d.D);
+        std::memcpy(vc + (c * d.T + len[b]) * d.Dv, vn + c * d.S * d.Dv, sizeof(float) * d.S * d.Dv);
+      }
+    });
+    const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(d.D));
+    const int64_t group = d.Hq / d.Hkv;
+    const float* q = in[0]->data<float>();
+    float* o = out[0]->data<float>();
+    parallel_for(d.B * d.Hq, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<float> scratch(static_cast<size_t>(d.T));
+      std::vector<int64_t> lo(static_cast<size_t>(d.S), 0), hi(static_cast<size_t>(d.S));
+      for (int64_t t = t0; t < t1; ++t) {
+        int64_t b = t / d.Hq, kv = b * d.Hkv + (t % d.Hq) / group;
+        for (int64_t i = 0; i < d.S; ++i) hi[i] = causal_ ? len[b] + i + 1 : len[b] + d.S;
+        cached_attention::Rows p{};
+        p.q = q + t * d.S * d.D, p.q_stride = d.D;
+        p.k = kc + kv * d.T * d.D, p.kv_stride = d.D;
+        p.v = vc + kv * d.T * d.Dv, p.kv_stride_v = d.Dv;
+        p.out = o + t * d.S * d.Dv, p.out_stride = d.Dv;
+        p.lo = lo.data(), p.hi = hi.data();
+        p.sq = d.S, p.d = d.D, p.dv = d.Dv;
+        p.scale = scale;
+        cached_attention::run(p, scratch.data());
+      }
+    });
+  }
+
+ private:
+  struct Dims {
+    int64_t B, Hq, Hkv, S, D, Dv, T;
+  };
+
+  Dims check(const Inputs& in) const {
+    const char* names[] = {"query", "key", "value", "key cache", "value cache", "cache lengths"};
+    for (int i = 0; i < 6; ++i) need_input(in, i, names[i]);
+    for (int i = 0; i < 5; ++i)
+      if (in[i]->dtype() != DType::kFloat32 || in[i]->rank() != 4)
+        fail("CachedAttention '" + name_ + "': " + names[i] + " must be float32 of rank 4, got " + dtype_name(in[i]->dtype()) +
+             " " + shape_str(in[i]->shape()));
+    const Shape &q = in[0]->shape(), &k = in[1]->shape(), &v = in[2]->shape(), &kc = in[3]->shape(), &vc = in[4]->shape();
+    Dims d{q[0], q[1], k[1], q[2], q[3], v[3], kc[2]};
+    bool ok = k[0] == d.B && v[0] == d.B && k[2] == d.S && v[2] == d.S && k[3] == d.D && v[1] == d.Hkv && d.Hkv > 0 &&
+              d.Hq % d.Hkv == 0 && kc == Shape{d.B, d.Hkv, d.T, d.D} && vc == Shape{d.B, d.Hkv, d.T, d.Dv};
+    if (!ok)
+      fail("CachedAttention '" + name_ + "': shapes do not agree (query " + shape_str(q) + ", key " + shape_str(k) + ", value " +
+           shape_str(v) + ", caches " + shape_str(kc) + " and " + shape_str(vc) + ")");
+    if (in[5]->dtype() != DType::kInt64 || in[5]->numel() != d.B)
+      fail("CachedAttention '" + name_ + "': cache lengths must be int64 with one value per sequence");
+    return d;
+  }
+
+  std::string name_;
+  float scale_;
+  bool causal_;
+};
+
+}  // namespace
+
+void register_kv_cache_attention(Registry& r) {
+  r.add({"CachedAttention", "mminfer", 1, 1000, 0, {DType::kFloat32},
+         [](const KernelSpec& s) { return std::make_unique<KvCacheAttentionKernel>(s); }},
+        {.foldable = false, .heavy = true});
+}
+
+}  // namespace mminfer::kernels

@@ -1,0 +1,92 @@
+#include "pipelines/generation/text_generator.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "mminfer/status.h"
+
+namespace mminfer::pipelines {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string find_decoder(const fs::path& dir) {
+  for (const char* sub : {"", "onnx"})
+    for (const char* name : {"model.onnx", "decoder_model_merged.onnx", "decoder_with_past_model.onnx"}) {
+      fs::path p = dir / sub / name;
+      if (fs::is_regular_file(p)) return p.string();
+    }
+  throw Error(dir.string() + ": no decoder found (model.onnx, decoder_model_merged.onnx or decoder_with_past_model.onnx)");
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path.string() + ": cannot read it");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+}
+
+}  // namespace
+
+TextGenerator::TextGenerator(const fs::path& dir, const SessionOptions& options) {
+  if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
+  fs::path tokenizer = dir / "tokenizer.json";
+  if (!fs::is_regular_file(tokenizer)) throw Error(dir.string() + ": tokenizer.json is missing");
+  if (!fs::is_regular_file(dir / "config.json")) throw Error(dir.string() + ": config.json is missing");
+  nlohmann::json config = read_json(dir / "config.json");
+  if (!config.is_object()) throw Error((dir / "config.json").string() + ": not a JSON object");
+  const nlohmann::json& text = config.contains("text_config") ? config["text_config"] : config;
+  if (text.contains("max_position_embeddings") && text["max_position_embeddings"].is_number_integer())
+    context_ = text["max_position_embeddings"].get<int64_t>();
+  try {
+    config_ = generate::read_generation_config(dir);
+  } catch (const std::invalid_argument& e) {
+    throw Error(e.what());
+  }
+  tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file(tokenizer.string()));
+  if (text.contains("vocab_size") && text["vocab_size"].is_number_integer()) vocab_ = text["vocab_size"].get<int64_t>();
+  if (vocab_ > 0 && tokenizer_->vocab_end() > vocab_)
+    throw Error(dir.string() + ": tokenizer.json has ids up to " + std::to_string(tokenizer_->vocab_end() - 1) +
+                " but the model's vocabulary holds " + std::to_string(vocab_) + " tokens: the tokenizer does not belong to this model");
+  decoder_file_ = find_decoder(dir);
+  decoder_ = std::make_unique<runtime::CachedDecoder>(decoder_file_, options);
+  if (!decoder_->has_input("input_ids"))
+    throw Error(decoder_file_ + ": the decoder takes no input_ids (a vision-language decoder needs its embeddings)");
+}
+
+std::vector<generate::TokenId> TextGenerator::encode(const std::string& prompt) const {
+  text::Encoding e = tokenizer_->encode(prompt, true);
+  return std::vector<generate::TokenId>(e.ids.begin(), e.ids.end());
+}
+
+std::string TextGenerator::decode_tokens(const std::vector<generate::TokenId>& ids) const {
+  return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
+}
+
+void TextGenerator::check_ids(const std::vector<generate::TokenId>& ids) const {
+  int64_t end = vocab_ > 0 ? vocab_ : tokenizer_->vocab_end();
+  for (generate::TokenId id : ids)
+    if (id < 0 || id >= end)
+      throw Error("token id " + std::to_string(id) + " is outside the model's vocabulary of " + std::to_string(end) + " tokens");
+}
+
+std::vector<generate::DecodedSequence> TextGenerator::generate(const std::vector<std::string>& prompts,
+                                                              generate::DecodeRequest request,
+                                                              generate::DecodeTimings* timings) {
+  if (request.prompts.empty())
+    for (const std::string& p : prompts) request.prompts.push_back(encode(p));
+  for (const auto& ids : request.prompts) check_ids(ids);
+  if (request.context <= 0) request.context = context_;
+  auto detokenize = [this](std::span<const generate::TokenId> ids) {
+    return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
+  };
+  return generate::decode(*decoder_, request, detokenize, timings);
+}
+
+}  // namespace mminfer::pipelines

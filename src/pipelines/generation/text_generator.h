@@ -1,0 +1,46 @@
+// A decoder-only language model folder, as Optimum exports it or people download it: an ONNX
+// decoder with past_key_values inputs (`model.onnx`, `decoder_model_merged.onnx` or
+// `decoder_with_past_model.onnx`, in that order of preference, also under onnx/), `config.json`,
+// `generation_config.json` and `tokenizer.json`. The decoder runs with the KV cache owned by the
+// runtime.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "generate/decode_loop.h"
+#include "modal/text/tokenizer.h"
+#include "mminfer/session.h"
+#include "runtime/cached_decoder.h"
+
+namespace mminfer::pipelines {
+
+class TextGenerator {
+ public:
+  // Throws Error naming the folder and what is missing or wrong.
+  TextGenerator(const std::filesystem::path& dir, const SessionOptions& options);
+
+  const generate::GenerationConfig& config() const { return config_; }
+  int64_t context() const { return context_; }  // max_position_embeddings; 0 when unknown
+  const std::string& decoder_file() const { return decoder_file_; }
+
+  std::vector<generate::TokenId> encode(const std::string& prompt) const;
+  std::string decode_tokens(const std::vector<generate::TokenId>& ids) const;
+  // Throws Error for an id outside the model's vocabulary.
+  void check_ids(const std::vector<generate::TokenId>& ids) const;
+
+  // Generates for each prompt; `request.prompts` is filled from `prompts` when empty.
+  std::vector<generate::DecodedSequence> generate(const std::vector<std::string>& prompts, generate::DecodeRequest request,
+                                                  generate::DecodeTimings* timings = nullptr);
+
+ private:
+  std::string decoder_file_;
+  generate::GenerationConfig config_;
+  int64_t context_ = 0;
+  int64_t vocab_ = 0;  // config.json's vocab_size; 0 when absent
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<runtime::CachedDecoder> decoder_;
+};
+
+}  // namespace mminfer::pipelines

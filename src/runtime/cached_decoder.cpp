@@ -1,0 +1,135 @@
+#include "runtime/cached_decoder.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/one_line.h"
+#include "onnx/loader.h"
+#include "runtime/session_factory.h"
+
+namespace mminfer::runtime {
+
+namespace {
+
+Tensor slice_rows(const Tensor& t, int64_t row, int64_t n) {
+  Shape shape = t.shape();
+  int64_t per_row = t.numel() / std::max<int64_t>(shape[0], 1);
+  shape[0] = n;
+  auto* base = static_cast<char*>(const_cast<void*>(t.raw())) + row * per_row * dtype_size(t.dtype());
+  return Tensor::alias(t, t.dtype(), shape, base);
+}
+
+Tensor int_tensor(DType dtype, Shape shape, const std::vector<int64_t>& values) {
+  Tensor t = Tensor::empty(dtype, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::kInt32) t.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
+    else t.data<int64_t>()[i] = values[i];
+  }
+  return t;
+}
+
+}  // namespace
+
+CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& options) {
+  onnx_io::LoadedModel model = onnx_io::load_model_file(path);
+  std::string why;
+  auto binding = passes::bind_kv_cache(model.graph, &why);
+  if (!binding) throw Error(path + ": cannot keep this decoder's KV cache in the runtime: " + one_line(why));
+  binding_ = *binding;
+  for (const auto& pair : binding_.pairs) {
+    const ir::Value& k = model.graph.values[model.graph.find_value(pair.past_key)];
+    const ir::Value& v = model.graph.values[model.graph.find_value(pair.past_value)];
+    if (!k.has_shape || !v.has_shape || k.dims.size() != 4 || v.dims.size() != 4 || k.dims[1] <= 0 || k.dims[3] <= 0 ||
+        v.dims[1] != k.dims[1] || v.dims[3] <= 0)
+      throw Error(path + ": past input '" + pair.past_key + "' does not declare its KV heads and head size");
+    layers_.push_back({k.dims[1], k.dims[3], v.dims[3]});
+  }
+  int mask = model.graph.find_value("attention_mask");
+  rows_share_length_ = !binding_.shape_feeds.empty() || (mask >= 0 && model.graph.values[mask].is_graph_input);
+  session_ = session_from_model(std::move(model), options);
+}
+
+KvCache CachedDecoder::make_cache(int64_t rows, int64_t capacity) const { return KvCache(layers_, rows, capacity); }
+
+const ValueInfo* CachedDecoder::input(const std::string& name) const {
+  for (const auto& info : session_->inputs())
+    if (info.name == name) return &info;
+  return nullptr;
+}
+
+bool CachedDecoder::has_input(const std::string& name) const { return input(name) != nullptr; }
+
+Tensor CachedDecoder::step(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens,
+                           const std::vector<NamedTensor>& extra) {
+  int64_t n = tokens.dim(0);
+  if (row < 0 || n <= 0 || row + n > cache.rows()) throw Error("decoder step: rows out of the cache's range");
+  bool equal = true;
+  for (int64_t r = row + 1; r < row + n; ++r) equal = equal && cache.length(r) == cache.length(row);
+  if (equal || !rows_share_length_) return step_rows(cache, row, n, tokens_name, tokens, extra);
+  // Rows of different lengths, and the graph reads the length as a shape: one row at a time.
+  std::vector<Tensor> parts;
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<NamedTensor> extra_r;
+    for (const auto& [name, t] : extra) extra_r.emplace_back(name, t.rank() > 0 && t.dim(0) == n ? slice_rows(t, r, 1) : t);
+    parts.push_back(step_rows(cache, row + r, 1, tokens_name, slice_rows(tokens, r, 1), extra_r));
+  }
+  int64_t vocab = parts[0].dim(1);
+  Tensor logits = Tensor::empty(DType::kFloat32, {n, vocab});
+  for (int64_t r = 0; r < n; ++r) std::memcpy(logits.data<float>() + r * vocab, parts[r].data<float>(), sizeof(float) * vocab);
+  return logits;
+}
+
+Tensor CachedDecoder::step_rows(KvCache& cache, int64_t row, int64_t n, const std::string& tokens_name, const Tensor& tokens,
+                                const std::vector<NamedTensor>& extra) {
+  const int64_t S = tokens.rank() >= 2 ? tokens.dim(1) : 0;
+  if (S <= 0) throw Error("decoder step: no new positions");
+  std::vector<int64_t> lengths(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    lengths[r] = cache.length(row + r);
+    if (lengths[r] + S > cache.capacity())
+      throw Error("the sequence needs " + std::to_string(lengths[r] + S) + " positions, more than the context of " +
+                  std::to_string(cache.capacity()));
+  }
+  std::vector<NamedTensor> feed = extra;
+  feed.emplace_back(tokens_name, tokens);
+  feed.emplace_back(passes::KvCacheBinding::kLengthsInput, int_tensor(DType::kInt64, {n}, lengths));
+  if (const ValueInfo* pos = input("position_ids")) {
+    std::vector<int64_t> p;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < S; ++i) p.push_back(lengths[r] + i);
+    feed.emplace_back("position_ids", int_tensor(pos->dtype, {n, S}, p));
+  }
+  if (const ValueInfo* mask = input("attention_mask")) {
+    int64_t total = lengths[0] + S;
+    feed.emplace_back("attention_mask", int_tensor(mask->dtype, {n, total}, std::vector<int64_t>(n * total, 1)));
+  }
+  for (const auto& f : binding_.shape_feeds) {
+    size_t layer = 0;
+    while (layer < binding_.pairs.size() && binding_.pairs[layer].past_key != f.past && binding_.pairs[layer].past_value != f.past)
+      ++layer;
+    bool value = binding_.pairs[layer].past_value == f.past;
+    std::vector<int64_t> shape = {n, layers_[layer].kv_heads, lengths[0],
+                                  value ? layers_[layer].value_dim : layers_[layer].head_dim};
+    std::vector<int64_t> part(shape.begin() + f.start, shape.begin() + f.end);
+    feed.emplace_back(f.input, int_tensor(DType::kInt64, {static_cast<int64_t>(part.size())}, part));
+  }
+  for (size_t i = 0; i < binding_.pairs.size(); ++i) {
+    feed.emplace_back(binding_.pairs[i].past_key, cache.keys(i, row, n));
+    feed.emplace_back(binding_.pairs[i].past_value, cache.values(i, row, n));
+  }
+  std::vector<Tensor> out;
+  Status s = session_->run(feed, {"logits"}, &out);
+  if (!s) throw Error(s.message());
+  const Tensor& logits = out[0];
+  if (logits.dtype() != DType::kFloat32 || logits.rank() != 3 || logits.dim(0) != n)
+    throw Error("the decoder's logits are " + std::string(dtype_name(logits.dtype())) + " " + shape_str(logits.shape()) +
+                ", expected float32 [" + std::to_string(n) + ", positions, vocab]");
+  for (int64_t r = 0; r < n; ++r) cache.set_length(row + r, lengths[r] + S);
+  const int64_t steps = logits.dim(1), vocab = logits.dim(2);
+  Tensor last = Tensor::empty(DType::kFloat32, {n, vocab});
+  for (int64_t r = 0; r < n; ++r)
+    std::memcpy(last.data<float>() + r * vocab, logits.data<float>() + (r * steps + steps - 1) * vocab, sizeof(float) * vocab);
+  return last;
+}
+
+}  // namespace mminfer::runtime

@@ -1,0 +1,43 @@
+// A decoder model whose KV cache the runtime owns (passes/bind_kv_cache): each step feeds only the
+// new positions; keys and values stay in a KvCache, written in place, never copied back and forth.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mminfer/session.h"
+#include "passes/bind_kv_cache.h"
+#include "runtime/kv_cache.h"
+
+namespace mminfer::runtime {
+
+class CachedDecoder {
+ public:
+  // Loads the ONNX file at `path` and binds its cache. Throws Error with a one-line reason when
+  // the file cannot be loaded or its past inputs are not in a form the binding recognises.
+  CachedDecoder(const std::string& path, const SessionOptions& options);
+
+  // A cache for `rows` sequences of up to `capacity` positions each.
+  KvCache make_cache(int64_t rows, int64_t capacity) const;
+
+  bool has_input(const std::string& name) const;
+  // The first non-cache input (input_ids or inputs_embeds) and its dtype.
+  const ValueInfo* input(const std::string& name) const;
+
+  // Runs `tokens` ([n, S] int64 ids, or [n, S, d] float embeddings, under `tokens_name`) as the
+  // next S positions of cache rows [row, row + n), plus `extra` inputs (encoder states...).
+  // Returns the logits of each row's last position, [n, vocab], and advances the rows' lengths.
+  Tensor step(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens,
+              const std::vector<NamedTensor>& extra = {});
+
+ private:
+  Tensor step_rows(KvCache& cache, int64_t row, int64_t n, const std::string& tokens_name, const Tensor& tokens,
+                   const std::vector<NamedTensor>& extra);
+
+  std::unique_ptr<Session> session_;
+  passes::KvCacheBinding binding_;
+  std::vector<KvCache::Layer> layers_;
+  bool rows_share_length_ = false;  // some input still depends on the past length's shape
+};
+
+}  // namespace mminfer::runtime

@@ -1,0 +1,86 @@
+#include "runtime/kv_cache.h"
+
+#include <cstring>
+
+#include "mminfer/status.h"
+
+namespace mminfer::runtime {
+
+KvCache::KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity)
+    : layers_(std::move(layers)), rows_(rows), capacity_(capacity), lengths_(static_cast<size_t>(rows), 0) {
+  if (rows <= 0 || capacity <= 0) throw Error("a KV cache needs at least one row and one position");
+  for (const Layer& l : layers_) {
+    keys_.push_back(Tensor::empty(DType::kFloat32, {rows, l.kv_heads, capacity, l.head_dim}));
+    values_.push_back(Tensor::empty(DType::kFloat32, {rows, l.kv_heads, capacity, l.value_dim}));
+  }
+}
+
+size_t KvCache::bytes() const {
+  size_t total = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) total += keys_[i].nbytes() + values_[i].nbytes();
+  return total;
+}
+
+Tensor KvCache::view(const Tensor& buffer, int64_t dim, size_t layer, int64_t row, int64_t count) const {
+  if (row < 0 || count <= 0 || row + count > rows_) throw Error("KV cache rows out of range");
+  const Layer& l = layers_[layer];
+  int64_t per_row = l.kv_heads * capacity_ * dim;
+  auto* base = const_cast<float*>(buffer.data<float>()) + row * per_row;
+  return Tensor::alias(buffer, DType::kFloat32, {count, l.kv_heads, capacity_, dim}, base);
+}
+
+Tensor KvCache::keys(size_t layer, int64_t row, int64_t count) const {
+  return view(keys_.at(layer), layers_[layer].head_dim, layer, row, count);
+}
+
+Tensor KvCache::values(size_t layer, int64_t row, int64_t count) const {
+  return view(values_.at(layer), layers_[layer].value_dim, layer, row, count);
+}
+
+void KvCache::set_length(int64_t row, int64_t length) {
+  if (length < 0 || length > capacity_) throw Error("KV cache length out of range");
+  lengths_.at(static_cast<size_t>(row)) = length;
+}
+
+void KvCache::reorder(std::span<const int64_t> sources) {
+  if (static_cast<int64_t>(sources.size()) != rows_) throw Error("KV cache reorder needs one source per row");
+  // Rows that keep their own contents stay put; the others are copied from a snapshot of their
+  // sources, so a row may be both a source and a destination.
+  std::vector<int64_t> lengths = lengths_;
+  for (size_t layer = 0; layer < layers_.size(); ++layer) {
+    for (int side = 0; side < 2; ++side) {
+      const Tensor& buffer = side ? values_[layer] : keys_[layer];
+      int64_t dim = side ? layers_[layer].value_dim : layers_[layer].head_dim;
+      int64_t per_head = capacity_ * dim, per_row = layers_[layer].kv_heads * per_head;
+      std::vector<float> snapshot(buffer.data<float>(), buffer.data<float>() + rows_ * per_row);
+      auto* base = const_cast<float*>(buffer.data<float>());
+      for (int64_t r = 0; r < rows_; ++r) {
+        int64_t s = sources[r];
+        if (s < 0 || s >= rows_) throw Error("KV cache reorder source out of range");
+        if (s == r) continue;
+        for (int64_t h = 0; h < layers_[layer].kv_heads; ++h)
+          std::memcpy(base + r * per_row + h * per_head, snapshot.data() + s * per_row + h * per_head,
+                      sizeof(float) * lengths[s] * dim);
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows_; ++r) lengths_[r] = lengths[sources[r]];
+}
+
+void KvCache::write(size_t layer, int64_t row, const Tensor& keys, const Tensor& values) {
+  const Layer& l = layers_.at(layer);
+  for (int side = 0; side < 2; ++side) {
+    const Tensor& src = side ? values : keys;
+    int64_t dim = side ? l.value_dim : l.head_dim;
+    if (src.dtype() != DType::kFloat32 || src.rank() != 4 || src.dim(1) != l.kv_heads || src.dim(3) != dim ||
+        src.dim(2) > capacity_ || row + src.dim(0) > rows_)
+      throw Error("present " + std::string(side ? "values" : "keys") + " of layer " + std::to_string(layer) + " are " +
+                  shape_str(src.shape()) + ", which does not fit the KV cache");
+    Tensor dst = side ? this->values(layer, row, src.dim(0)) : this->keys(layer, row, src.dim(0));
+    int64_t count = src.dim(2);
+    for (int64_t n = 0; n < src.dim(0) * l.kv_heads; ++n)
+      std::memcpy(dst.data<float>() + n * capacity_ * dim, src.data<float>() + n * count * dim, sizeof(float) * count * dim);
+  }
+}
+
+}  // namespace mminfer::runtime

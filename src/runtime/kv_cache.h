@@ -1,0 +1,47 @@
+// The keys and values of a decoder's layers for a set of sequences (rows), owned by the runtime:
+// one buffer per layer and side, [rows, kv_heads, capacity, head_dim], preallocated once and
+// written in place by mminfer::CachedAttention. Each row's valid length is kept here.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "mminfer/tensor.h"
+
+namespace mminfer::runtime {
+
+class KvCache {
+ public:
+  struct Layer {
+    int64_t kv_heads = 0, head_dim = 0, value_dim = 0;
+  };
+  // Throws Error when the buffers would not fit in memory.
+  KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity);
+
+  int64_t rows() const { return rows_; }
+  int64_t capacity() const { return capacity_; }
+  size_t layers() const { return layers_.size(); }
+  size_t bytes() const;
+
+  // Views of rows [row, row + count) of a layer's keys or values: [count, kv_heads, capacity, dim].
+  Tensor keys(size_t layer, int64_t row, int64_t count) const;
+  Tensor values(size_t layer, int64_t row, int64_t count) const;
+
+  int64_t length(int64_t row) const { return lengths_[row]; }
+  void set_length(int64_t row, int64_t length);
+  // Beam search: row r takes the contents of row sources[r] (each row's valid part only).
+  void reorder(std::span<const int64_t> sources);
+  // Copies positions [0, count) of a layer from present tensors [n, kv_heads, count, dim] into
+  // rows [row, row + n) (an encoder-decoder's first step, run without the cache).
+  void write(size_t layer, int64_t row, const Tensor& keys, const Tensor& values);
+
+ private:
+  Tensor view(const Tensor& buffer, int64_t dim, size_t layer, int64_t row, int64_t count) const;
+
+  std::vector<Layer> layers_;
+  int64_t rows_, capacity_;
+  std::vector<Tensor> keys_, values_;
+  std::vector<int64_t> lengths_;
+};
+
+}  // namespace mminfer::runtime

@@ -1,0 +1,109 @@
+// The runtime-owned KV cache against torch's own generation loop (tools/make_generative_models.py
+// writes each case's prompts, greedy tokens and every step's logits): teacher-forced on torch's
+// tokens, each step's logits within 1e-4 of the largest, and their argmax is torch's token. Batch 2
+// decodes sequences of different lengths in one step. Then the whole loop (generate::decode) makes
+// torch's tokens by itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/npy.h"
+#include "generate/decode_loop.h"
+#include "runtime/cached_decoder.h"
+
+namespace mminfer {
+namespace {
+
+const std::string kModels = MMINFER_GENERATIVE_MODELS;
+
+nlohmann::json reference(const std::string& model) {
+  std::ifstream in(kModels + "/" + model + "/reference/reference.json");
+  return nlohmann::json::parse(in);
+}
+
+// max |a - b| over the row, relative to max |b|.
+double relative_error(const float* a, const float* b, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+  }
+  return diff / scale;
+}
+
+TEST(CachedDecoderVsTorch, LlamaTinyLogitsEveryStep) {
+  SessionOptions options;
+  options.threads = 1;
+  runtime::CachedDecoder decoder(kModels + "/llama-tiny/model.onnx", options);
+  for (const auto& c : reference("llama-tiny")["cases"]) {
+    SCOPED_TRACE(c["case"].get<std::string>());
+    auto prompts = c["prompt_ids"].get<std::vector<std::vector<int64_t>>>();
+    auto tokens = c["tokens"].get<std::vector<std::vector<int64_t>>>();
+    Tensor logits_ref = read_npy(kModels + "/llama-tiny/reference/" + c["files"]["logits"].get<std::string>());
+    const int64_t n = static_cast<int64_t>(prompts.size()), steps = logits_ref.dim(0), vocab = logits_ref.dim(2);
+    runtime::KvCache cache = decoder.make_cache(n, 128);
+    double worst = 0;
+    for (int64_t step = 0; step < steps; ++step) {
+      Tensor logits = Tensor::empty(DType::kFloat32, {n, vocab});
+      if (step == 0) {  // each prompt prefilled in its own row
+        for (int64_t r = 0; r < n; ++r) {
+          Tensor ids = Tensor::empty(DType::kInt64, {1, static_cast<int64_t>(prompts[r].size())});
+          std::copy(prompts[r].begin(), prompts[r].end(), ids.data<int64_t>());
+          Tensor row = decoder.step(cache, r, "input_ids", ids);
+          std::copy(row.data<float>(), row.data<float>() + vocab, logits.data<float>() + r * vocab);
+        }
+      } else {
+        Tensor ids = Tensor::empty(DType::kInt64, {n, 1});
+        for (int64_t r = 0; r < n; ++r) ids.data<int64_t>()[r] = tokens[r][step - 1];
+        logits = decoder.step(cache, 0, "input_ids", ids);
+      }
+      for (int64_t r = 0; r < n; ++r) {
+        const float* got = logits.data<float>() + r * vocab;
+        const float* want = logits_ref.data<float>() + (step * n + r) * vocab;
+        worst = std::max(worst, relative_error(got, want, vocab));
+        EXPECT_EQ(std::max_element(got, got + vocab) - got, tokens[r][step]) << "row " << r << " step " << step;
+      }
+    }
+    EXPECT_LE(worst, 1e-4);
+    for (int64_t r = 0; r < n; ++r) EXPECT_EQ(cache.length(r), static_cast<int64_t>(prompts[r].size()) + steps - 1);
+  }
+}
+
+TEST(CachedDecoderVsTorch, LlamaTinyGreedyLoop) {
+  SessionOptions options;
+  options.threads = 2;
+  runtime::CachedDecoder decoder(kModels + "/llama-tiny/model.onnx", options);
+  const auto ref = reference("llama-tiny");
+  const auto& c = ref["cases"][1];  // two prompts of different lengths
+  generate::DecodeRequest request;
+  request.prompts = c["prompt_ids"].get<std::vector<std::vector<int64_t>>>();
+  request.config.max_new_tokens = 64;
+  auto detok = [](std::span<const generate::TokenId> ids) { return std::string(ids.size(), 'x'); };
+  generate::DecodeTimings t;
+  auto out = generate::decode(decoder, request, detok, &t);
+  auto tokens = c["tokens"].get<std::vector<std::vector<int64_t>>>();
+  ASSERT_EQ(out.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) EXPECT_EQ(out[r].tokens, tokens[r]);
+  EXPECT_EQ(t.decode_steps, 63u);
+  EXPECT_EQ(t.new_tokens, 128u);
+}
+
+TEST(CachedDecoderVsTorch, ContextOverflowIsAnError) {
+  SessionOptions options;
+  runtime::CachedDecoder decoder(kModels + "/llama-tiny/model.onnx", options);
+  runtime::KvCache cache = decoder.make_cache(1, 8);
+  Tensor ids = Tensor::empty(DType::kInt64, {1, 9});
+  try {
+    decoder.step(cache, 0, "input_ids", ids);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "the sequence needs 9 positions, more than the context of 8");
+  }
+  EXPECT_EQ(cache.length(0), 0);
+}
+
+}  // namespace
+}  // namespace mminfer
