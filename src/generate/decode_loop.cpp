@@ -15,15 +15,19 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+}  // namespace
+
 Tensor ids_tensor(const std::vector<TokenId>& ids) {
   Tensor t = Tensor::empty(DType::kInt64, {1, static_cast<int64_t>(ids.size())});
   std::copy(ids.begin(), ids.end(), t.data<int64_t>());
   return t;
 }
 
-}  // namespace
+Tensor DecoderOnlyModel::prefill(int64_t row, const std::vector<TokenId>& prompt) {
+  return decoder_.step(*cache_, row, tokens_input_, ids_tensor(prompt));
+}
 
-std::vector<DecodedSequence> decode(runtime::CachedDecoder& decoder, const DecodeRequest& request, const DecodeFn& detokenize,
+std::vector<DecodedSequence> decode(StepModel& model, const DecodeRequest& request, const DecodeFn& detokenize,
                                     DecodeTimings* timings) {
   const auto& prompts = request.prompts;
   const size_t n = prompts.size();
@@ -42,7 +46,7 @@ std::vector<DecodedSequence> decode(runtime::CachedDecoder& decoder, const Decod
   size_t budget = std::min(rules.max_new_tokens, rules.max_length > longest ? rules.max_length - longest : size_t(1));
   int64_t capacity = static_cast<int64_t>(longest + std::min<size_t>(budget, size_t(1) << 20));
   if (request.context > 0) capacity = std::min(capacity, request.context);
-  runtime::KvCache cache = decoder.make_cache(static_cast<int64_t>(n), capacity);
+  model.start(static_cast<int64_t>(n), capacity);
 
   LogitsPipeline pipeline(request.config);
   std::vector<Pcg32> rngs(n, Pcg32(request.seed));
@@ -54,19 +58,19 @@ std::vector<DecodedSequence> decode(runtime::CachedDecoder& decoder, const Decod
     streams.push_back(std::make_unique<TokenStream>(detokenize, rules, prompts[s].size(), cb));
   }
   DecodeTimings t;
-  t.cache_bytes = cache.bytes();
+  t.cache_bytes = model.cache_bytes();
   auto choose = [&](size_t s, float* logits, size_t vocab) {
     TokenId token = next_token(std::span<float>(logits, vocab), sequences[s], prompts[s].size(), pipeline, rngs[s]);
     sequences[s].push_back(token);
     ++t.new_tokens;
     // A sequence at the cache's end stops as at max_length.
-    if (streams[s]->push(token) == StopReason::kNone && cache.length(static_cast<int64_t>(s)) + 1 > cache.capacity())
+    if (streams[s]->push(token) == StopReason::kNone && model.length(static_cast<int64_t>(s)) + 1 > model.capacity())
       streams[s]->finish();
   };
 
   auto t0 = std::chrono::steady_clock::now();
   for (size_t s = 0; s < n; ++s) {
-    Tensor logits = decoder.step(cache, static_cast<int64_t>(s), request.tokens_input, ids_tensor(prompts[s]));
+    Tensor logits = model.prefill(static_cast<int64_t>(s), prompts[s]);
     t.prompt_tokens += prompts[s].size();
     choose(s, logits.data<float>(), static_cast<size_t>(logits.dim(1)));
   }
@@ -85,7 +89,7 @@ std::vector<DecodedSequence> decode(runtime::CachedDecoder& decoder, const Decod
       int64_t rows = static_cast<int64_t>(j - i + 1);
       Tensor ids = Tensor::empty(DType::kInt64, {rows, 1});
       for (int64_t r = 0; r < rows; ++r) ids.data<int64_t>()[r] = sequences[live[i] + r].back();
-      Tensor logits = decoder.step(cache, static_cast<int64_t>(live[i]), request.tokens_input, ids);
+      Tensor logits = model.step(static_cast<int64_t>(live[i]), ids);
       size_t vocab = static_cast<size_t>(logits.dim(1));
       for (int64_t r = 0; r < rows; ++r) choose(live[i] + r, logits.data<float>() + r * vocab, vocab);
       i = j + 1;

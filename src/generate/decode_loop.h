@@ -10,7 +10,7 @@
 
 #include "generate/generation_config.h"
 #include "generate/token_stream.h"
-#include "runtime/cached_decoder.h"
+#include "generate/step_model.h"
 
 namespace mminfer::generate {
 
@@ -21,8 +21,6 @@ struct DecodeRequest {
   int64_t context = 0;  // the most positions a sequence may hold (the model's limit)
   // A sequence's newly printable text, as it is made.
   std::function<void(size_t sequence, TokenId token, std::string_view text)> on_text;
-  // The decoder's token input: "input_ids" unless the model takes something else.
-  std::string tokens_input = "input_ids";
 };
 
 struct DecodedSequence {
@@ -40,7 +38,7 @@ struct DecodeTimings {
 };
 
 // Throws Error (bad prompts, too long for the context) or std::invalid_argument (bad settings).
-std::vector<DecodedSequence> decode(runtime::CachedDecoder& decoder, const DecodeRequest& request, const DecodeFn& detokenize,
+std::vector<DecodedSequence> decode(StepModel& model, const DecodeRequest& request, const DecodeFn& detokenize,
                                     DecodeTimings* timings = nullptr);
 
 }  // namespace mminfer::generate

@@ -20,7 +20,9 @@ class CachedDecoder {
   // A cache for `rows` sequences of up to `capacity` positions each.
   KvCache make_cache(int64_t rows, int64_t capacity) const;
 
+  const passes::KvCacheBinding& binding() const { return binding_; }
   bool has_input(const std::string& name) const;
+  const std::vector<ValueInfo>& inputs() const { return session_->inputs(); }
   // The first non-cache input (input_ids or inputs_embeds) and its dtype.
   const ValueInfo* input(const std::string& name) const;
 

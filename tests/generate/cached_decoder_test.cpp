@@ -12,6 +12,7 @@
 
 #include "core/npy.h"
 #include "generate/decode_loop.h"
+#include "generate/encoder_decoder_model.h"
 #include "runtime/cached_decoder.h"
 
 namespace mminfer {
@@ -83,12 +84,65 @@ TEST(CachedDecoderVsTorch, LlamaTinyGreedyLoop) {
   request.config.max_new_tokens = 64;
   auto detok = [](std::span<const generate::TokenId> ids) { return std::string(ids.size(), 'x'); };
   generate::DecodeTimings t;
-  auto out = generate::decode(decoder, request, detok, &t);
+  generate::DecoderOnlyModel model(decoder);
+  auto out = generate::decode(model, request, detok, &t);
   auto tokens = c["tokens"].get<std::vector<std::vector<int64_t>>>();
   ASSERT_EQ(out.size(), 2u);
   for (size_t r = 0; r < 2; ++r) EXPECT_EQ(out[r].tokens, tokens[r]);
   EXPECT_EQ(t.decode_steps, 63u);
   EXPECT_EQ(t.new_tokens, 128u);
+}
+
+// Whisper-shaped: the encoder once, decoder_model.onnx for the forced prompt, then
+// decoder_with_past_model.onnx with the cache bound (its positions come from the past's length).
+TEST(CachedDecoderVsTorch, WhisperTestLogitsAndGreedyLoop) {
+  const std::string dir = kModels + "/whisper-tiny-test";
+  SessionOptions options;
+  options.threads = 1;
+  std::unique_ptr<Session> encoder;
+  ASSERT_TRUE(Session::load(dir + "/encoder_model.onnx", options, &encoder).is_ok());
+  generate::EncoderDecoderModel model(dir + "/decoder_model.onnx", dir + "/decoder_with_past_model.onnx", options);
+  const auto ref = reference("whisper-tiny-test");
+  const auto prompt = ref["prompt_ids"].get<std::vector<int64_t>>();
+  for (const auto& c : ref["cases"]) {
+    SCOPED_TRACE(c["case"].get<std::string>());
+    Tensor features = read_npy(dir + "/reference/" + c["files"]["input_features"].get<std::string>());
+    std::vector<Tensor> states;
+    ASSERT_TRUE(encoder->run({{"input_features", features}}, &states).is_ok());
+    auto tokens = c["tokens"].get<std::vector<std::vector<int64_t>>>();
+    Tensor logits_ref = read_npy(dir + "/reference/" + c["files"]["logits"].get<std::string>());
+    const int64_t n = features.dim(0), steps = logits_ref.dim(0), vocab = logits_ref.dim(2);
+    model.set_encoder_states(states[0]);
+    model.start(n, 128);
+    double worst = 0;
+    for (int64_t step = 0; step < steps; ++step) {
+      Tensor logits = Tensor::empty(DType::kFloat32, {n, vocab});
+      if (step == 0) {
+        for (int64_t r = 0; r < n; ++r) {
+          Tensor row = model.prefill(r, prompt);
+          std::copy(row.data<float>(), row.data<float>() + vocab, logits.data<float>() + r * vocab);
+        }
+      } else {
+        Tensor ids = Tensor::empty(DType::kInt64, {n, 1});
+        for (int64_t r = 0; r < n; ++r) ids.data<int64_t>()[r] = tokens[r][step - 1];
+        logits = model.step(0, ids);
+      }
+      for (int64_t r = 0; r < n; ++r) {
+        const float* got = logits.data<float>() + r * vocab;
+        const float* want = logits_ref.data<float>() + (step * n + r) * vocab;
+        worst = std::max(worst, relative_error(got, want, vocab));
+        EXPECT_EQ(std::max_element(got, got + vocab) - got, tokens[r][step]) << "row " << r << " step " << step;
+      }
+    }
+    EXPECT_LE(worst, 1e-4);
+
+    generate::DecodeRequest request;
+    request.prompts.assign(n, prompt);
+    request.config.max_new_tokens = 64;
+    auto detok = [](std::span<const generate::TokenId> ids) { return std::string(ids.size(), 'x'); };
+    auto out = generate::decode(model, request, detok);
+    for (int64_t r = 0; r < n; ++r) EXPECT_EQ(out[r].tokens, tokens[r]);
+  }
 }
 
 TEST(CachedDecoderVsTorch, ContextOverflowIsAnError) {

@@ -86,7 +86,8 @@ std::vector<generate::DecodedSequence> TextGenerator::generate(const std::vector
   auto detokenize = [this](std::span<const generate::TokenId> ids) {
     return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
   };
-  return generate::decode(*decoder_, request, detokenize, timings);
+  generate::DecoderOnlyModel model(*decoder_);
+  return generate::decode(model, request, detokenize, timings);
 }
 
 }  // namespace mminfer::pipelines

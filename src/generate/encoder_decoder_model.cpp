@@ -1,0 +1,99 @@
+#include "generate/encoder_decoder_model.h"
+
+#include <cstring>
+#include <set>
+
+namespace mminfer::generate {
+
+namespace {
+
+// Optimum names a present after its past: past_key_values.0.decoder.key -> present.0.decoder.key.
+std::string present_of(const std::string& past) {
+  const std::string prefix = "past_key_values";
+  return past.rfind(prefix, 0) == 0 ? "present" + past.substr(prefix.size()) : past;
+}
+
+Tensor row_slice(const Tensor& t, int64_t row, int64_t n) {
+  Shape shape = t.shape();
+  int64_t per_row = t.numel() / shape[0];
+  shape[0] = n;
+  auto* base = const_cast<float*>(t.data<float>()) + row * per_row;
+  return Tensor::alias(t, t.dtype(), shape, base);
+}
+
+}  // namespace
+
+EncoderDecoderModel::EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder,
+                                         const SessionOptions& options)
+    : with_past_(with_past_decoder, options) {
+  Status s = Session::load(first_decoder, options, &first_);
+  if (!s) throw Error(first_decoder + ": " + s.message());
+  std::set<std::string> bound;
+  for (const auto& pair : with_past_.binding().pairs) bound.insert({pair.past_key, pair.past_value});
+  std::set<std::string> first_outputs;
+  for (const auto& o : first_->outputs()) first_outputs.insert(o.name);
+  for (const auto& name : bound)
+    if (!first_outputs.count(present_of(name)))
+      throw Error(first_decoder + ": no output '" + present_of(name) + "' for the cache input '" + name + "'");
+  for (const auto& info : with_past_.inputs()) {
+    const std::string& in = info.name;
+    if (in.rfind("past_key_values", 0) == 0 && !bound.count(in)) {
+      if (!first_outputs.count(present_of(in)))
+        throw Error(first_decoder + ": no output '" + present_of(in) + "' for the input '" + in + "'");
+      cross_names_.push_back(in);
+    }
+  }
+}
+
+size_t EncoderDecoderModel::cache_bytes() const {
+  size_t total = cache_->bytes();
+  for (const Tensor& t : cross_) total += t.nbytes();
+  return total;
+}
+
+void EncoderDecoderModel::start(int64_t rows, int64_t capacity) {
+  if (!states_.defined() || states_.rank() != 3 || states_.dim(0) != rows)
+    throw Error("the encoder states must be [" + std::to_string(rows) + ", frames, width] before decoding starts");
+  cache_.emplace(with_past_.make_cache(rows, capacity));
+  cross_.assign(cross_names_.size(), Tensor());
+}
+
+Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& prompt) {
+  if (static_cast<int64_t>(prompt.size()) > cache_->capacity())
+    throw Error("the decoder prompt holds " + std::to_string(prompt.size()) + " tokens, more than the context of " +
+                std::to_string(cache_->capacity()));
+  std::vector<std::string> names = {"logits"};
+  const auto& pairs = with_past_.binding().pairs;
+  for (const auto& p : pairs) names.insert(names.end(), {present_of(p.past_key), present_of(p.past_value)});
+  for (const auto& c : cross_names_) names.push_back(present_of(c));
+  std::vector<Tensor> out;
+  Status s = first_->run({{"input_ids", ids_tensor(prompt)}, {"encoder_hidden_states", row_slice(states_, row, 1)}}, names, &out);
+  if (!s) throw Error(s.message());
+  for (size_t i = 0; i < pairs.size(); ++i) cache_->write(i, row, out[1 + 2 * i], out[2 + 2 * i]);
+  cache_->set_length(row, static_cast<int64_t>(prompt.size()));
+  for (size_t c = 0; c < cross_names_.size(); ++c) {
+    const Tensor& present = out[1 + 2 * pairs.size() + c];
+    if (!cross_[c].defined()) {
+      Shape shape = present.shape();
+      shape[0] = cache_->rows();
+      cross_[c] = Tensor::empty(DType::kFloat32, shape);
+    }
+    if (present.dtype() != DType::kFloat32 || present.dim(0) != 1 || present.numel() * cache_->rows() != cross_[c].numel())
+      throw Error("'" + present_of(cross_names_[c]) + "' is " + shape_str(present.shape()) + ", unlike the other rows'");
+    std::memcpy(row_slice(cross_[c], row, 1).raw(), present.raw(), present.nbytes());
+  }
+  const Tensor& logits = out[0];
+  int64_t steps = logits.dim(1), vocab = logits.dim(2);
+  Tensor last = Tensor::empty(DType::kFloat32, {1, vocab});
+  std::memcpy(last.raw(), logits.data<float>() + (steps - 1) * vocab, sizeof(float) * vocab);
+  return last;
+}
+
+Tensor EncoderDecoderModel::step(int64_t row, const Tensor& ids) {
+  int64_t n = ids.dim(0);
+  std::vector<NamedTensor> extra;
+  for (size_t c = 0; c < cross_names_.size(); ++c) extra.emplace_back(cross_names_[c], row_slice(cross_[c], row, n));
+  return with_past_.step(*cache_, row, "input_ids", ids, extra);
+}
+
+}  // namespace mminfer::generate

@@ -1,0 +1,41 @@
+// The decoder of an encoder-decoder model (Whisper, vision-encoder-decoder) as Optimum splits it:
+// `decoder_model.onnx` runs a row's prompt against its encoder states and returns the
+// self-attention presents, copied once into the runtime's cache, and the cross-attention keys and
+// values, kept per row for the rest of the sequence; `decoder_with_past_model.onnx` then runs each
+// later token with the cache bound in place.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "generate/step_model.h"
+#include "mminfer/session.h"
+
+namespace mminfer::generate {
+
+class EncoderDecoderModel final : public StepModel {
+ public:
+  // Throws Error naming the file and the reason.
+  EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder, const SessionOptions& options);
+
+  // The encoder's output for every row the next start() makes, [rows, frames, d].
+  void set_encoder_states(Tensor states) { states_ = std::move(states); }
+
+  void start(int64_t rows, int64_t capacity) override;
+  int64_t length(int64_t row) const override { return cache_->length(row); }
+  int64_t capacity() const override { return cache_->capacity(); }
+  size_t cache_bytes() const override;
+  Tensor prefill(int64_t row, const std::vector<TokenId>& prompt) override;
+  Tensor step(int64_t row, const Tensor& ids) override;
+
+ private:
+  std::unique_ptr<Session> first_;
+  runtime::CachedDecoder with_past_;
+  std::optional<runtime::KvCache> cache_;
+  Tensor states_;
+  std::vector<std::string> cross_names_;  // the with-past decoder's cross-attention inputs
+  std::vector<Tensor> cross_;             // per cross input, [rows, heads, frames, dim]
+};
+
+}  // namespace mminfer::generate
