@@ -27,6 +27,7 @@ void usage(std::FILE* out) {
       "  embed --pipeline DIR (--image F | --text S | --audio F)...  normalized embeddings\n"
       "  classify --pipeline DIR --image F... --labels \"a,b,c\"  zero-shot label probabilities (clip)\n"
       "  generate --pipeline DIR PROMPT...  text from a language model, streamed as it is made\n"
+      "  transcribe --pipeline DIR AUDIO...  speech to text with a Whisper-style model\n"
       "  serve [--repository DIR] [--port 8000]  the inference server (KServe v2, /v1/embeddings, /v1/ocr)\n"
       "  loadgen --url URL                load a running server with embedding requests, report req/s and latencies\n"
       "\n"
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
     if (cmd == "loadgen") return mminfer::cli::cmd_loadgen(argc, argv);
     if (cmd == "optimize") return mminfer::cli::cmd_optimize(argc, argv);
     if (cmd == "generate") return mminfer::cli::cmd_generate(argc, argv);
+    if (cmd == "transcribe") return mminfer::cli::cmd_transcribe(argc, argv);
   } catch (const mminfer::Error& e) {
     std::fprintf(stderr, "mminfer %s: error: %s\n", cmd.c_str(), e.what());
     return 1;

@@ -1,0 +1,75 @@
+// mminfer transcribe --pipeline DIR AUDIO... : text of speech with a Whisper-style model folder.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/json_output.h"
+#include "cli/output_text.h"
+#include "modal/audio/load.h"
+#include "pipelines/generation/speech_to_text.h"
+
+namespace mminfer::cli {
+
+int cmd_transcribe(int argc, char** argv) {
+  Args args(argc, argv, 2, {"--pipeline", "--language", "--task", "--max-new-tokens", "--threads"},
+            {"--help", "--json", "--jsonl"});
+  if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
+    std::fputs(
+        "usage: mminfer transcribe --pipeline DIR AUDIO... [--language en] [--task transcribe|translate]\n"
+        "                          [--max-new-tokens N] [--threads N] [--json | --jsonl]\n"
+        "  the text of each audio file (WAV, FLAC, Ogg, MP3...) with a Whisper-style folder (Optimum's\n"
+        "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and\n"
+        "  the configs); audio longer than the model's window (30 s) is cut into windows decoded together\n"
+        "  --language: the spoken language (detected from the first window when neither it nor the\n"
+        "  folder says); --json prints {\"results\": [{\"input\", \"text\", \"language\", \"windows\",\n"
+        "  \"tokens\", \"encoder_ms\", \"prefill_ms\", \"decode_ms_per_token\"}]}\n"
+        "  a bad file prints one error line and the others still run (exit status 1)\n",
+        args.usage_stream());
+    return args.has("--help") ? 0 : 2;
+  }
+  SessionOptions session;
+  session.threads = threads_flag(args);
+  pipelines::SpeechToText model(args.get("--pipeline"), session);
+  pipelines::TranscribeOptions options;
+  options.language = args.get("--language");
+  options.task = args.get("--task");
+  if (!options.task.empty() && options.task != "transcribe" && options.task != "translate")
+    throw Error("--task must be transcribe or translate, got '" + options.task + "'");
+  if (args.has("--max-new-tokens")) {
+    int n = args.get_int("--max-new-tokens", 0);
+    if (n <= 0) throw Error("--max-new-tokens must be at least 1, got " + std::to_string(n));
+    options.max_new_tokens = static_cast<size_t>(n);
+  }
+  audio::LoadOptions load;
+  load.sample_rate = model.sample_rate();
+  JsonResults json(json_flag(args));
+  int failures = 0;
+  for (const std::string& file : args.positional()) {
+    try {
+      pipelines::Transcript t = model.transcribe(audio::load_audio_file(file, load), options);
+      double per_token = t.timings.decode_steps ? t.timings.decode_ms / static_cast<double>(t.timings.decode_steps) : 0.0;
+      if (json.on())
+        json.add({{"input", file},
+                  {"text", t.text},
+                  {"language", t.language},
+                  {"windows", t.windows},
+                  {"tokens", t.tokens},
+                  {"encoder_ms", t.encoder_ms},
+                  {"prefill_ms", t.timings.prefill_ms},
+                  {"decode_ms_per_token", per_token}});
+      else
+        std::printf("%s: %s\n", one_line_text(file).c_str(), t.text.c_str());
+    } catch (const Error& e) {
+      ++failures;
+      if (json.on()) json.add({{"input", file}, {"error", e.what()}});
+      std::fprintf(stderr, "mminfer transcribe: error: %s: %s\n", one_line_text(file).c_str(), e.what());
+    }
+    std::fflush(stdout);
+  }
+  json.finish();
+  return failures ? 1 : 0;
+}
+
+}  // namespace mminfer::cli

@@ -1,0 +1,207 @@
+#include "pipelines/generation/speech_to_text.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace mminfer::pipelines {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string find_file(const fs::path& dir, const std::string& name) {
+  for (const char* sub : {"", "onnx"})
+    if (fs::is_regular_file(dir / sub / name)) return (dir / sub / name).string();
+  return "";
+}
+
+json read_json_file(const fs::path& path, bool required) {
+  std::ifstream in(path);
+  if (!in) {
+    if (required) throw Error(path.string() + " is missing");
+    return json::object();
+  }
+  try {
+    json j = json::parse(in);
+    if (!j.is_object()) throw Error(path.string() + ": not a JSON object");
+    return j;
+  } catch (const json::exception& e) {
+    throw Error(path.string() + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+}
+
+int64_t int_field(const json& j, const char* key, int64_t fallback, const fs::path& file) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
+    throw Error(file.string() + ": " + key + " must be a positive whole number");
+  return j[key].get<int64_t>();
+}
+
+std::map<std::string, generate::TokenId> token_map(const json& j, const char* key, const fs::path& file) {
+  std::map<std::string, generate::TokenId> out;
+  if (!j.contains(key)) return out;
+  if (!j[key].is_object()) throw Error(file.string() + ": " + key + " must map names to token ids");
+  for (const auto& [name, id] : j[key].items()) {
+    if (!id.is_number_integer()) throw Error(file.string() + ": " + key + "." + name + " must be a token id");
+    out[name] = id.get<generate::TokenId>();
+  }
+  return out;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options) : dir_(dir) {
+  if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
+  std::string encoder = find_file(dir, "encoder_model.onnx"), first = find_file(dir, "decoder_model.onnx"),
+              with_past = find_file(dir, "decoder_with_past_model.onnx");
+  if (encoder.empty()) throw Error(dir.string() + ": encoder_model.onnx is missing");
+  if (first.empty() || with_past.empty())
+    throw Error(dir.string() + ": decoder_model.onnx and decoder_with_past_model.onnx are needed (Optimum's split decoder)");
+  if (!fs::is_regular_file(dir / "tokenizer.json")) throw Error(dir.string() + ": tokenizer.json is missing");
+  json config = read_json_file(dir / "config.json", true);
+  json pre = read_json_file(dir / "preprocessor_config.json", false);
+  json gen = read_json_file(dir / "generation_config.json", false);
+
+  audio::LogMelOptions mel;
+  fs::path pre_file = dir / "preprocessor_config.json";
+  mel.n_mels = static_cast<int>(int_field(pre, "feature_size", int_field(config, "num_mel_bins", 80, dir / "config.json"), pre_file));
+  mel.sample_rate = static_cast<int>(int_field(pre, "sampling_rate", 16000, pre_file));
+  mel.hop = static_cast<int>(int_field(pre, "hop_length", 160, pre_file));
+  mel.n_fft = static_cast<int>(int_field(pre, "n_fft", 400, pre_file));
+  mel.fmax = mel.sample_rate / 2.0;
+  window_samples_ = int_field(pre, "n_samples", int_field(pre, "chunk_length", 30, pre_file) * mel.sample_rate, pre_file);
+  mel.pad_or_trim = window_samples_;
+  logmel_ = std::make_unique<audio::LogMel>(mel);
+  context_ = int_field(config, "max_target_positions", 448, dir / "config.json");
+
+  try {
+    config_ = generate::read_generation_config(dir);
+  } catch (const std::invalid_argument& e) {
+    throw Error(e.what());
+  }
+  fs::path gen_file = dir / "generation_config.json";
+  languages_ = token_map(gen, "lang_to_id", gen_file);
+  tasks_ = token_map(gen, "task_to_id", gen_file);
+  if (gen.contains("no_timestamps_token_id") && gen["no_timestamps_token_id"].is_number_integer())
+    no_timestamps_ = gen["no_timestamps_token_id"].get<generate::TokenId>();
+  if (!config_.decoder_start_token_id) throw Error(dir.string() + ": no decoder_start_token_id in config.json or generation_config.json");
+  start_ = *config_.decoder_start_token_id;
+  for (const auto& [index, id] : config_.forced_decoder_ids) {
+    for (const auto& [name, lang] : languages_)
+      if (lang == id) forced_language_ = id;
+    for (const auto& [name, task] : tasks_)
+      if (task == id) forced_task_ = id;
+  }
+  config_.forced_decoder_ids.clear();  // the prompt carries them
+
+  tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
+  Status s = Session::load(encoder, options, &encoder_);
+  if (!s) throw Error(encoder + ": " + s.message());
+  decoder_ = std::make_unique<generate::EncoderDecoderModel>(first, with_past, options);
+}
+
+std::vector<generate::TokenId> SpeechToText::prompt(const std::string& language, const std::string& task) const {
+  std::vector<generate::TokenId> ids = {start_};
+  if (!languages_.empty()) ids.push_back(languages_.at(language));
+  if (!tasks_.empty()) {
+    auto it = tasks_.find(task);
+    if (it == tasks_.end()) throw Error("unknown task '" + task + "' (the model knows transcribe and translate)");
+    ids.push_back(it->second);
+  }
+  if (no_timestamps_) ids.push_back(*no_timestamps_);
+  return ids;
+}
+
+// The language token the first step of the first window likes best, as Whisper detects it.
+std::string SpeechToText::detect_language(size_t rows) {
+  decoder_->start(static_cast<int64_t>(rows), 4);
+  Tensor logits = decoder_->prefill(0, {start_});
+  std::string best;
+  float best_logit = -INFINITY;
+  for (const auto& [name, id] : languages_)
+    if (id >= 0 && id < logits.dim(1) && logits.data<float>()[id] > best_logit) best_logit = logits.data<float>()[id], best = name;
+  if (best.empty()) throw Error("cannot detect the language: lang_to_id names no token of the vocabulary");
+  return best;
+}
+
+Tensor SpeechToText::features(const std::vector<float>& samples, size_t first, size_t count) const {
+  const int64_t frames = logmel_->frames(window_samples_), mels = logmel_->options().n_mels;
+  Tensor batch = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(count), mels, frames});
+  for (size_t w = 0; w < count; ++w) {
+    size_t begin = (first + w) * static_cast<size_t>(window_samples_);
+    size_t end = std::min(samples.size(), begin + static_cast<size_t>(window_samples_));
+    Tensor f = logmel_->compute(std::span<const float>(samples.data() + begin, end - begin));
+    std::memcpy(batch.data<float>() + w * mels * frames, f.raw(), f.nbytes());
+  }
+  return batch;
+}
+
+Transcript SpeechToText::transcribe(const std::vector<float>& samples, const TranscribeOptions& options) {
+  if (samples.empty()) throw Error("the audio holds no samples");
+  std::string language = options.language;
+  if (!language.empty() && language.front() != '<') language = "<|" + language + "|>";
+  if (!language.empty() && !languages_.count(language)) {
+    if (languages_.empty()) throw Error("this model is not multilingual: it takes no --language");
+    std::string known;
+    for (const auto& [name, id] : languages_) known += (known.empty() ? "" : ", ") + name;
+    throw Error("unknown language '" + options.language + "' (the model knows " + known + ")");
+  }
+  if (language.empty() && forced_language_)
+    for (const auto& [name, id] : languages_)
+      if (id == *forced_language_) language = name;
+  std::string task = options.task.empty() ? "transcribe" : options.task;
+  if (forced_task_ && options.task.empty())
+    for (const auto& [name, id] : tasks_)
+      if (id == *forced_task_) task = name;
+
+  Transcript out;
+  const size_t windows = (samples.size() + window_samples_ - 1) / window_samples_;
+  out.windows = windows;
+  const size_t per_batch = std::max<size_t>(1, options.windows_per_batch);
+  auto detokenize = [this](std::span<const generate::TokenId> ids) {
+    return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
+  };
+  for (size_t first = 0; first < windows; first += per_batch) {
+    size_t count = std::min(per_batch, windows - first);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<Tensor> states;
+    Status s = encoder_->run({{"input_features", features(samples, first, count)}}, &states);
+    if (!s) throw Error(s.message());
+    out.encoder_ms += ms_since(t0);
+    decoder_->set_encoder_states(states[0]);
+    if (language.empty() && !languages_.empty()) language = detect_language(count);
+    generate::DecodeRequest request;
+    request.config = config_;
+    request.config.num_beams = 1;
+    if (options.max_new_tokens) request.config.max_new_tokens = options.max_new_tokens;
+    request.context = context_;
+    request.prompts.assign(count, prompt(language, task));
+    generate::DecodeTimings t;
+    std::vector<generate::DecodedSequence> decoded = generate::decode(*decoder_, request, detokenize, &t);
+    for (const auto& d : decoded) {
+      out.text += d.text;
+      out.tokens.insert(out.tokens.end(), d.tokens.begin(), d.tokens.end());
+    }
+    out.timings.prefill_ms += t.prefill_ms;
+    out.timings.decode_ms += t.decode_ms;
+    out.timings.decode_steps += t.decode_steps;
+    out.timings.prompt_tokens += t.prompt_tokens;
+    out.timings.new_tokens += t.new_tokens;
+    out.timings.cache_bytes = std::max(out.timings.cache_bytes, t.cache_bytes);
+  }
+  size_t lead = out.text.find_first_not_of(' ');
+  out.text = lead == std::string::npos ? "" : out.text.substr(lead);
+  out.language = language;
+  return out;
+}
+
+}  // namespace mminfer::pipelines

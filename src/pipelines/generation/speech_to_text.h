@@ -1,0 +1,67 @@
+// A Whisper-style speech-to-text folder as Optimum exports it: encoder_model.onnx,
+// decoder_model.onnx and decoder_with_past_model.onnx (also under onnx/), config.json,
+// generation_config.json (forced prompt, lang_to_id, task_to_id, suppressed tokens),
+// preprocessor_config.json (log-mel settings and the window length) and tokenizer.json.
+// Audio is cut into windows of the model's length (30 s for Whisper); the windows decode together
+// as the rows of one batch and their texts are joined.
+#pragma once
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "generate/decode_loop.h"
+#include "generate/encoder_decoder_model.h"
+#include "modal/audio/logmel.h"
+#include "modal/text/tokenizer.h"
+#include "mminfer/session.h"
+
+namespace mminfer::pipelines {
+
+struct TranscribeOptions {
+  std::string language;  // "en", "<|en|>" or empty: the folder's forced language, else detected
+  std::string task;  // "transcribe" or "translate"; empty: the folder's forced task, else transcribe
+  size_t max_new_tokens = 0;        // 0: the folder's generation_config
+  size_t windows_per_batch = 8;     // windows decoded together (bounds the cache's memory)
+};
+
+struct Transcript {
+  std::string text;
+  std::string language;  // the language token used, e.g. "<|en|>"
+  size_t windows = 0;
+  std::vector<generate::TokenId> tokens;  // every window's new tokens, in order
+  generate::DecodeTimings timings;        // summed over the batches
+  double encoder_ms = 0;
+};
+
+class SpeechToText {
+ public:
+  // Throws Error naming the folder and what is missing or wrong.
+  SpeechToText(const std::filesystem::path& dir, const SessionOptions& options);
+
+  int sample_rate() const { return logmel_->options().sample_rate; }
+  // Mono samples at sample_rate(). Throws Error for an empty clip.
+  Transcript transcribe(const std::vector<float>& samples, const TranscribeOptions& options);
+
+ private:
+  std::vector<generate::TokenId> prompt(const std::string& language, const std::string& task) const;
+  std::string detect_language(size_t rows);
+  Tensor features(const std::vector<float>& samples, size_t first, size_t count) const;
+
+  std::filesystem::path dir_;
+  std::unique_ptr<audio::LogMel> logmel_;
+  int64_t window_samples_ = 0;
+  generate::GenerationConfig config_;
+  std::map<std::string, generate::TokenId> languages_, tasks_;
+  std::optional<generate::TokenId> no_timestamps_;
+  generate::TokenId start_ = 0;
+  std::optional<generate::TokenId> forced_language_, forced_task_;
+  int64_t context_ = 0;  // max_target_positions
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<Session> encoder_;
+  std::unique_ptr<generate::EncoderDecoderModel> decoder_;
+};
+
+}  // namespace mminfer::pipelines
