@@ -180,7 +180,9 @@ def hypotheses_done(hyps, best, length, case, prompt_length):
     return hyps["worst"] >= best / (generated ** case["length_penalty"])
 
 
-def beam_search(case):
+def beam_search(case, logits_fn=None):
+    """Hugging Face's beam search over scripted logits, or over logits_fn(sequences) -> [rows, vocab]
+    (a model's last-position logits for each row's whole sequence)."""
     vocab, beams, eos = case["vocab"], case["num_beams"], case["eos_token_id"]
     prompts = case["prompts"]
     batch, prompt_length = len(prompts), len(prompts[0])
@@ -194,7 +196,10 @@ def beam_search(case):
     length = prompt_length
     keep = max(2, 1 + len(eos)) * beams
     while True:
-        logits = torch.stack([scripted_logits(s, vocab, eos, prompt_length, case["eos_ramp"]) for s in seqs])
+        if logits_fn:
+            logits = torch.as_tensor(logits_fn(seqs), dtype=torch.float32)
+        else:
+            logits = torch.stack([scripted_logits(s, vocab, eos, prompt_length, case["eos_ramp"]) for s in seqs])
         scores = torch.log_softmax(logits, dim=-1)
         scores = process(scores, seqs, [prompt_length] * len(seqs), cfg)
         scores = (scores + beam_scores[:, None]).view(batch, beams * vocab)

@@ -1,5 +1,6 @@
 // mminfer generate --pipeline DIR "prompt"... : text from a decoder-only language model folder,
 // with the KV cache owned by the runtime. Tokens stream to stdout as they are made.
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -17,14 +18,15 @@ namespace {
 const char* const kUsage =
     "usage: mminfer generate --pipeline DIR PROMPT... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
     "                        [--top-p P] [--seed S] [--repetition-penalty R] [--stop STRING]...\n"
-    "                        [--prompt-ids 1,2,3] [--threads N] [--json | --jsonl]\n"
+    "                        [--num-beams N] [--prompt-ids 1,2,3] [--threads N] [--profile] [--json | --jsonl]\n"
     "  text from a decoder-only model folder (ONNX decoder with past_key_values, config.json,\n"
     "  tokenizer.json, generation_config.json); each prompt is its own sequence, all decoded together\n"
     "  the decoding settings default to the folder's generation_config.json; --temperature turns\n"
-    "  sampling on (reproducible with --seed); --prompt-ids gives a prompt as token ids\n"
+    "  sampling on (reproducible with --seed); --num-beams N > 1 searches N beams (the best one is\n"
+    "  printed once found); --prompt-ids gives a prompt as token ids\n"
     "  one prompt streams its text as it is made; --json prints {\"results\": [{\"prompt\", \"text\",\n"
     "  \"tokens\", \"stop_reason\", \"prompt_tokens\", \"prefill_ms\", \"decode_ms_per_token\",\n"
-    "  \"tokens_per_s\"}]}\n";
+    "  \"tokens_per_s\"}]}; --profile prints the decoder's time per op type to stderr\n";
 
 std::vector<generate::TokenId> parse_ids(const std::string& text) {
   std::vector<generate::TokenId> ids;
@@ -50,20 +52,28 @@ std::vector<generate::TokenId> parse_ids(const std::string& text) {
 int cmd_generate(int argc, char** argv) {
   Args args(argc, argv, 2,
             {"--pipeline", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty",
-             "--stop", "--prompt-ids", "--threads"},
-            {"--help", "--json", "--jsonl"});
+             "--stop", "--prompt-ids", "--threads", "--num-beams"},
+            {"--help", "--json", "--jsonl", "--profile"});
   if (args.has("--help") || !args.has("--pipeline") || (args.positional().empty() && !args.has("--prompt-ids"))) {
     std::fputs(kUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = threads_flag(args);
+  session.profile = args.has("--profile");
   pipelines::TextGenerator generator(args.get("--pipeline"), session);
 
   generate::DecodeRequest request;
   request.config = generator.config();
   generate::GenerationConfig& c = request.config;
-  c.num_beams = 1;
+  if (args.has("--num-beams")) {
+    int beams = args.get_int("--num-beams", 1);
+    if (beams < 1 || beams > 64) throw Error("--num-beams must be from 1 to 64, got " + std::to_string(beams));
+    c.num_beams = static_cast<size_t>(beams);
+  }
+  c.num_return_sequences = 1;
+  if (c.num_beams > 1 && (args.has("--temperature") || args.has("--top-p") || args.has("--top-k")))
+    throw Error("--num-beams searches deterministically: it takes no --temperature, --top-k or --top-p");
   if (args.has("--max-new-tokens")) {
     int n = args.get_int("--max-new-tokens", 0);
     if (n <= 0) throw Error("--max-new-tokens must be at least 1, got " + std::to_string(n));
@@ -142,6 +152,12 @@ int cmd_generate(int argc, char** argv) {
     }
   }
   json.finish();
+  if (session.profile) {
+    std::vector<OpTime> ops = generator.decoder().op_times();
+    std::sort(ops.begin(), ops.end(), [](const OpTime& a, const OpTime& b) { return a.total_ms > b.total_ms; });
+    for (const OpTime& o : ops)
+      std::fprintf(stderr, "  %-32s %9.2f ms %7lld calls\n", o.op_type.c_str(), o.total_ms, static_cast<long long>(o.calls));
+  }
   std::fprintf(stderr, "mminfer generate: %zu prompt tokens prefilled in %.1f ms; %zu steps at %.2f ms per token (%.1f tokens/s)\n",
                t.prompt_tokens, t.prefill_ms, t.decode_steps, per_token, tokens_per_s);
   return 0;

@@ -13,12 +13,12 @@
 namespace mminfer::cli {
 
 int cmd_transcribe(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--language", "--task", "--max-new-tokens", "--threads"},
+  Args args(argc, argv, 2, {"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--threads"},
             {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer transcribe --pipeline DIR AUDIO... [--language en] [--task transcribe|translate]\n"
-        "                          [--max-new-tokens N] [--threads N] [--json | --jsonl]\n"
+        "                          [--max-new-tokens N] [--beam N] [--threads N] [--json | --jsonl]\n"
         "  the text of each audio file (WAV, FLAC, Ogg, MP3...) with a Whisper-style folder (Optimum's\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and\n"
         "  the configs); audio longer than the model's window (30 s) is cut into windows decoded together\n"
@@ -41,6 +41,11 @@ int cmd_transcribe(int argc, char** argv) {
     int n = args.get_int("--max-new-tokens", 0);
     if (n <= 0) throw Error("--max-new-tokens must be at least 1, got " + std::to_string(n));
     options.max_new_tokens = static_cast<size_t>(n);
+  }
+  if (args.has("--beam")) {
+    int beams = args.get_int("--beam", 1);
+    if (beams < 1 || beams > 16) throw Error("--beam must be from 1 to 16, got " + std::to_string(beams));
+    options.beams = static_cast<size_t>(beams);
   }
   audio::LoadOptions load;
   load.sample_rate = model.sample_rate();

@@ -52,10 +52,11 @@ size_t EncoderDecoderModel::cache_bytes() const {
 }
 
 void EncoderDecoderModel::start(int64_t rows, int64_t capacity) {
-  if (!states_.defined() || states_.rank() != 3 || states_.dim(0) != rows)
-    throw Error("the encoder states must be [" + std::to_string(rows) + ", frames, width] before decoding starts");
+  if (!states_.defined() || states_.rank() != 3 || states_.dim(0) * rows_per_input_ != rows)
+    throw Error("the encoder states must hold " + std::to_string(rows / rows_per_input_) + " inputs before decoding starts");
   cache_.emplace(with_past_.make_cache(rows, capacity));
   cross_.assign(cross_names_.size(), Tensor());
+  cross_row_.assign(static_cast<size_t>(rows), -1);
 }
 
 Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& prompt) {
@@ -67,7 +68,7 @@ Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& pro
   for (const auto& p : pairs) names.insert(names.end(), {present_of(p.past_key), present_of(p.past_value)});
   for (const auto& c : cross_names_) names.push_back(present_of(c));
   std::vector<Tensor> out;
-  Status s = first_->run({{"input_ids", ids_tensor(prompt)}, {"encoder_hidden_states", row_slice(states_, row, 1)}}, names, &out);
+  Status s = first_->run({{"input_ids", ids_tensor(prompt)}, {"encoder_hidden_states", row_slice(states_, row / rows_per_input_, 1)}}, names, &out);
   if (!s) throw Error(s.message());
   for (size_t i = 0; i < pairs.size(); ++i) cache_->write(i, row, out[1 + 2 * i], out[2 + 2 * i]);
   cache_->set_length(row, static_cast<int64_t>(prompt.size()));
@@ -82,11 +83,26 @@ Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& pro
       throw Error("'" + present_of(cross_names_[c]) + "' is " + shape_str(present.shape()) + ", unlike the other rows'");
     std::memcpy(row_slice(cross_[c], row, 1).raw(), present.raw(), present.nbytes());
   }
+  cross_row_[row] = row;
   const Tensor& logits = out[0];
   int64_t steps = logits.dim(1), vocab = logits.dim(2);
   Tensor last = Tensor::empty(DType::kFloat32, {1, vocab});
   std::memcpy(last.raw(), logits.data<float>() + (steps - 1) * vocab, sizeof(float) * vocab);
   return last;
+}
+
+void EncoderDecoderModel::reorder(std::span<const int64_t> sources) {
+  cache_->reorder(sources);
+  // Beams of one input share its cross keys and values: rows copy them only when they come from
+  // another prompt's row (the first reorder after the prefills).
+  std::vector<int64_t> made_by = cross_row_;
+  for (size_t r = 0; r < sources.size(); ++r) {
+    int64_t from = sources[r];
+    if (made_by[from] == made_by[r]) continue;
+    for (Tensor& t : cross_)
+      if (t.defined()) std::memcpy(row_slice(t, static_cast<int64_t>(r), 1).raw(), row_slice(t, from, 1).raw(), t.nbytes() / t.dim(0));
+    cross_row_[r] = made_by[from];
+  }
 }
 
 Tensor EncoderDecoderModel::step(int64_t row, const Tensor& ids) {

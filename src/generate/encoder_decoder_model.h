@@ -19,8 +19,12 @@ class EncoderDecoderModel final : public StepModel {
   // Throws Error naming the file and the reason.
   EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder, const SessionOptions& options);
 
-  // The encoder's output for every row the next start() makes, [rows, frames, d].
-  void set_encoder_states(Tensor states) { states_ = std::move(states); }
+  // The encoder's output, [inputs, frames, d]: the next start() makes `rows_per_input` rows for
+  // each input (its beams), input i's rows coming first after input i - 1's.
+  void set_encoder_states(Tensor states, int64_t rows_per_input = 1) {
+    states_ = std::move(states);
+    rows_per_input_ = rows_per_input;
+  }
 
   void start(int64_t rows, int64_t capacity) override;
   int64_t length(int64_t row) const override { return cache_->length(row); }
@@ -28,12 +32,15 @@ class EncoderDecoderModel final : public StepModel {
   size_t cache_bytes() const override;
   Tensor prefill(int64_t row, const std::vector<TokenId>& prompt) override;
   Tensor step(int64_t row, const Tensor& ids) override;
+  void reorder(std::span<const int64_t> sources) override;
 
  private:
   std::unique_ptr<Session> first_;
   runtime::CachedDecoder with_past_;
   std::optional<runtime::KvCache> cache_;
   Tensor states_;
+  int64_t rows_per_input_ = 1;
+  std::vector<int64_t> cross_row_;  // per row: the row whose prompt made its cross keys and values (-1: none)
   std::vector<std::string> cross_names_;  // the with-past decoder's cross-attention inputs
   std::vector<Tensor> cross_;             // per cross input, [rows, heads, frames, dim]
 };

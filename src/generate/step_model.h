@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ class StepModel {
   virtual Tensor prefill(int64_t row, const std::vector<TokenId>& prompt) = 0;
   // ids [n, 1] for rows [row, row + n); logits [n, vocab].
   virtual Tensor step(int64_t row, const Tensor& ids) = 0;
+  // Beam search: row r continues row sources[r] (only within one input's beams).
+  virtual void reorder(std::span<const int64_t> sources) = 0;
 };
 
 // A decoder-only model: the prompt runs through the same cached decoder as every later token.
@@ -38,6 +41,7 @@ class DecoderOnlyModel final : public StepModel {
   size_t cache_bytes() const override { return cache_->bytes(); }
   Tensor prefill(int64_t row, const std::vector<TokenId>& prompt) override;
   Tensor step(int64_t row, const Tensor& ids) override { return decoder_.step(*cache_, row, tokens_input_, ids); }
+  void reorder(std::span<const int64_t> sources) override { cache_->reorder(sources); }
 
  private:
   runtime::CachedDecoder& decoder_;

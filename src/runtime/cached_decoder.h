@@ -23,6 +23,8 @@ class CachedDecoder {
   const passes::KvCacheBinding& binding() const { return binding_; }
   bool has_input(const std::string& name) const;
   const std::vector<ValueInfo>& inputs() const { return session_->inputs(); }
+  // Per-op time of the steps so far when SessionOptions::profile was set (then resets the window).
+  std::vector<OpTime> op_times() { return session_->op_times(true); }
   // The first non-cache input (input_ids or inputs_embeds) and its dtype.
   const ValueInfo* input(const std::string& name) const;
 

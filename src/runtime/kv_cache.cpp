@@ -44,23 +44,37 @@ void KvCache::set_length(int64_t row, int64_t length) {
 
 void KvCache::reorder(std::span<const int64_t> sources) {
   if (static_cast<int64_t>(sources.size()) != rows_) throw Error("KV cache reorder needs one source per row");
-  // Rows that keep their own contents stay put; the others are copied from a snapshot of their
-  // sources, so a row may be both a source and a destination.
+  for (int64_t s : sources)
+    if (s < 0 || s >= rows_) throw Error("KV cache reorder source out of range");
+  // Rows that keep their own contents stay put. The others copy the valid positions of their
+  // source, taken from a snapshot of just those sources (a row may be a source and a target).
   std::vector<int64_t> lengths = lengths_;
+  std::vector<int64_t> moved;
+  for (int64_t r = 0; r < rows_; ++r)
+    if (sources[r] != r) moved.push_back(r);
+  if (moved.empty()) return;
+  std::vector<float> snapshot;
   for (size_t layer = 0; layer < layers_.size(); ++layer) {
     for (int side = 0; side < 2; ++side) {
       const Tensor& buffer = side ? values_[layer] : keys_[layer];
-      int64_t dim = side ? layers_[layer].value_dim : layers_[layer].head_dim;
-      int64_t per_head = capacity_ * dim, per_row = layers_[layer].kv_heads * per_head;
-      std::vector<float> snapshot(buffer.data<float>(), buffer.data<float>() + rows_ * per_row);
+      const int64_t dim = side ? layers_[layer].value_dim : layers_[layer].head_dim, heads = layers_[layer].kv_heads;
+      const int64_t per_head = capacity_ * dim, per_row = heads * per_head;
       auto* base = const_cast<float*>(buffer.data<float>());
-      for (int64_t r = 0; r < rows_; ++r) {
-        int64_t s = sources[r];
-        if (s < 0 || s >= rows_) throw Error("KV cache reorder source out of range");
-        if (s == r) continue;
-        for (int64_t h = 0; h < layers_[layer].kv_heads; ++h)
-          std::memcpy(base + r * per_row + h * per_head, snapshot.data() + s * per_row + h * per_head,
-                      sizeof(float) * lengths[s] * dim);
+      // Snapshot each moved row's source, valid part only, packed per head.
+      snapshot.clear();
+      std::vector<size_t> at(moved.size());
+      for (size_t m = 0; m < moved.size(); ++m) {
+        int64_t s = sources[moved[m]];
+        at[m] = snapshot.size();
+        for (int64_t h = 0; h < heads; ++h) {
+          const float* src = base + s * per_row + h * per_head;
+          snapshot.insert(snapshot.end(), src, src + lengths[s] * dim);
+        }
+      }
+      for (size_t m = 0; m < moved.size(); ++m) {
+        int64_t r = moved[m], n = lengths[sources[r]] * dim;
+        for (int64_t h = 0; h < heads; ++h)
+          std::memcpy(base + r * per_row + h * per_head, snapshot.data() + at[m] + h * n, sizeof(float) * n);
       }
     }
   }

@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "generate/beam_decode.h"
+#include "generate/beam_result.h"
+
 namespace mminfer::pipelines {
 
 namespace fs = std::filesystem;
@@ -177,16 +180,26 @@ Transcript SpeechToText::transcribe(const std::vector<float>& samples, const Tra
     Status s = encoder_->run({{"input_features", features(samples, first, count)}}, &states);
     if (!s) throw Error(s.message());
     out.encoder_ms += ms_since(t0);
-    decoder_->set_encoder_states(states[0]);
-    if (language.empty() && !languages_.empty()) language = detect_language(count);
+    if (language.empty() && !languages_.empty()) {
+      decoder_->set_encoder_states(states[0]);
+      language = detect_language(count);
+    }
     generate::DecodeRequest request;
     request.config = config_;
-    request.config.num_beams = 1;
+    if (options.beams) request.config.num_beams = options.beams;
+    request.config.num_return_sequences = 1;
     if (options.max_new_tokens) request.config.max_new_tokens = options.max_new_tokens;
     request.context = context_;
     request.prompts.assign(count, prompt(language, task));
     generate::DecodeTimings t;
-    std::vector<generate::DecodedSequence> decoded = generate::decode(*decoder_, request, detokenize, &t);
+    decoder_->set_encoder_states(states[0], static_cast<int64_t>(std::max<size_t>(1, request.config.num_beams)));
+    std::vector<generate::DecodedSequence> decoded;
+    if (request.config.num_beams > 1) {
+      for (const auto& best : generate::beam_decode(*decoder_, request, &t))
+        decoded.push_back(generate::best_sequence(best, request.config, detokenize));
+    } else {
+      decoded = generate::decode(*decoder_, request, detokenize, &t);
+    }
     for (const auto& d : decoded) {
       out.text += d.text;
       out.tokens.insert(out.tokens.end(), d.tokens.begin(), d.tokens.end());

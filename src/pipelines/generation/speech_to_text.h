@@ -25,6 +25,7 @@ struct TranscribeOptions {
   std::string task;  // "transcribe" or "translate"; empty: the folder's forced task, else transcribe
   size_t max_new_tokens = 0;        // 0: the folder's generation_config
   size_t windows_per_batch = 8;     // windows decoded together (bounds the cache's memory)
+  size_t beams = 0;                 // > 1: beam search; 0: the folder's num_beams
 };
 
 struct Transcript {

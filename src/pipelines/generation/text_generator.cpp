@@ -1,10 +1,13 @@
 #include "pipelines/generation/text_generator.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "generate/beam_decode.h"
+#include "generate/beam_result.h"
 #include "mminfer/status.h"
 
 namespace mminfer::pipelines {
@@ -87,7 +90,23 @@ std::vector<generate::DecodedSequence> TextGenerator::generate(const std::vector
     return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
   };
   generate::DecoderOnlyModel model(*decoder_);
-  return generate::decode(model, request, detokenize, timings);
+  if (request.config.num_beams <= 1) return generate::decode(model, request, detokenize, timings);
+  // Beam search, one prompt at a time: its rows must share a length.
+  std::vector<generate::DecodedSequence> out;
+  generate::DecodeTimings total;
+  for (const auto& prompt : request.prompts) {
+    generate::DecodeRequest one = request;
+    one.prompts = {prompt};
+    generate::DecodeTimings t;
+    auto best = generate::beam_decode(model, one, &t);
+    out.push_back(generate::best_sequence(best.at(0), request.config, detokenize));
+    if (request.on_text) request.on_text(out.size() - 1, out.back().tokens.back(), out.back().text);
+    total.prefill_ms += t.prefill_ms, total.decode_ms += t.decode_ms, total.decode_steps += t.decode_steps;
+    total.prompt_tokens += t.prompt_tokens, total.new_tokens += out.back().tokens.size();
+    total.cache_bytes = std::max(total.cache_bytes, t.cache_bytes);
+  }
+  if (timings) *timings = total;
+  return out;
 }
 
 }  // namespace mminfer::pipelines

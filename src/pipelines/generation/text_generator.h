@@ -24,6 +24,7 @@ class TextGenerator {
   const generate::GenerationConfig& config() const { return config_; }
   int64_t context() const { return context_; }  // max_position_embeddings; 0 when unknown
   const std::string& decoder_file() const { return decoder_file_; }
+  runtime::CachedDecoder& decoder() { return *decoder_; }
 
   std::vector<generate::TokenId> encode(const std::string& prompt) const;
   std::string decode_tokens(const std::vector<generate::TokenId>& ids) const;
