@@ -4,12 +4,17 @@ onnxruntime-genai model builder's form) through ONNX Runtime and mminfer's Pytho
 step's present.* fed back as past_key_values.*:
 
     check_contrib_llama.py FOLDER... [--engine mminfer|ort]... [--rtol 1e-4] [--int4-rtol 1e-2]
+                           [--kv-buffer growing|max]
 
   fp32 folders  each engine against torch's reference: greedy tokens equal, each step's logits
                 within --rtol relative (max |engine - torch| <= rtol * max |torch| per step)
   int4 folders  the engines against each other: greedy tokens equal and each step's logits
                 within --int4-rtol relative; how many tokens still match torch's FP32 choice is
                 printed, not checked (the weights are quantized)
+
+--kv-buffer growing (the default) starts from zero-length pasts and each present is one longer;
+max feeds pasts as long as genai_config.json's search.max_length, as onnxruntime-genai does with
+past_present_share_buffer (present then has that length too, the new rows written in place).
 
 Prompts of different lengths are right-padded, as GroupQueryAttention needs (each row's keys
 start at position 0 and seqlens_k says where they end); the first step's logits are each row's
@@ -35,11 +40,11 @@ def right_padded(ids, mask, pad):
     return out_ids, out_mask
 
 
-def contrib_loop(runner, folder, info, ref, pad):
+def contrib_loop(runner, folder, info, ref, pad, kv_length=0):
     model = os.path.join(folder, "model.onnx")
     ids, mask = right_padded(ref["input_ids"], ref["attention_mask"], pad)
     b, lengths = ids.shape[0], mask.sum(axis=1)
-    past = {f"past_key_values.{i}.{kind}": np.zeros((b, info["kv_heads"], 0, info["head_dim"]), np.float32)
+    past = {f"past_key_values.{i}.{kind}": np.zeros((b, info["kv_heads"], kv_length, info["head_dim"]), np.float32)
             for i in range(info["num_layers"]) for kind in ("key", "value")}
     tokens, logits = [], []
     for step in range(info["new_tokens"]):
@@ -76,6 +81,7 @@ def main():
     ap.add_argument("--engine", action="append", choices=["mminfer", "ort"])
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--int4-rtol", type=float, default=1e-2)
+    ap.add_argument("--kv-buffer", choices=["growing", "max"], default="growing")
     args = ap.parse_args()
     engines = args.engine or ["ort", "mminfer"]
     infos = {}
@@ -96,20 +102,24 @@ def main():
             info = infos[folder]
             with open(os.path.join(folder, "generation_config.json")) as f:
                 pad = json.load(f)["pad_token_id"]
+            kv_length = 0
+            if args.kv_buffer == "max":
+                with open(os.path.join(folder, "genai_config.json")) as f:
+                    kv_length = json.load(f)["search"]["max_length"]
             for case in info["cases"]:
                 ref = {k: np.load(os.path.join(folder, "reference", v)) for k, v in case["files"].items()}
                 results = {}
                 for engine in engines:
                     runner = runners.setdefault(engine, {"mminfer": MminferRunner, "ort": OrtRunner}[engine]())
                     try:
-                        results[engine] = contrib_loop(runner, folder, info, ref, pad)
+                        results[engine] = contrib_loop(runner, folder, info, ref, pad, kv_length)
                     except Exception as e:  # the engine refused: say what it said and what the model uses
                         failures += 1
                         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
                         print(f"FAIL {engine} {info['model']} {case['case']}: {msg}")
                         print(f"     op types: {', '.join(op_types(folder))}")
                 b = ref["tokens"].shape[0]
-                shape = f"(batch {b}, {info['new_tokens']} new tokens)"
+                shape = f"(batch {b}, {info['new_tokens']} new tokens{', max-length KV buffers' if kv_length else ''})"
                 if info["precision"] == "fp32":
                     for engine, (tokens, logits) in results.items():
                         same, err = np.array_equal(tokens, ref["tokens"]), relative_error(logits, ref["logits"])
