@@ -270,6 +270,7 @@ def main():
     shutil.copytree(os.path.join(args.src, "reference"), os.path.join(args.out, "reference"))
     precision = "fp32" if args.precision == "fp32" else f"int4 (block {BLOCK}, symmetric, accuracy_level {args.accuracy_level})"
     info.update(kind="decoder-only-contrib", precision=args.precision, weights=precision,
+                accuracy_level=args.accuracy_level if args.precision == "int4" else None,
                 model=f"{info['model']}-contrib-" + ("fp32" if args.precision == "fp32" else f"int4-acc{args.accuracy_level}"),
                 layout="model.onnx (onnxruntime-genai model builder form: GroupQueryAttention, right-padded prompts)")
     with open(os.path.join(args.out, "reference", "reference.json"), "w") as f:
