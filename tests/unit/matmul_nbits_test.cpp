@@ -171,6 +171,58 @@ TEST(MatMulNBits, WriterQuantizesWithinHalfAStep) {
       }
 }
 
+// ONNX Runtime's rounding for accuracy_level 4: per block of block_size, codes a * 127 / max|a|
+// rounded to nearest even, times max|a| / 127; a ragged last block has its own scale.
+TEST(MatMulNBits, Int8ActivationsRoundPerBlock) {
+  const std::vector<float> a = {1.f, -0.5f, 0.3f, 0.f, /* block 2 */ -2.f, 0.0079f, 0.f, 1.f, /* ragged */ 0.25f};
+  std::vector<float> got(a.size(), NAN);
+  kernels::round_activations_to_int8_blocks(a.data(), 1, 9, 4, got.data());
+  const float s1 = 1.f / 127.f, s2 = 2.f / 127.f, s3 = 0.25f / 127.f;
+  // -0.5 * 127 = -63.5 rounds to even (-64); 0.0079 * 63.5 = 0.5017 rounds to 1.
+  const std::vector<float> want = {127 * s1, -64 * s1, 38 * s1, 0.f, -127 * s2, 1 * s2, 0.f, 64 * s2, 127 * s3};
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << i;
+  std::vector<float> zeros(8, 0.f), out(8, NAN);
+  kernels::round_activations_to_int8_blocks(zeros.data(), 2, 4, 4, out.data());
+  for (float v : out) EXPECT_EQ(v, 0.f);
+}
+
+// The kernel rounds A that way only when accuracy_level is 4 (ONNX Runtime's CPU default in
+// onnxruntime-genai's INT4 models); other levels multiply the FP32 activations.
+TEST(MatMulNBits, AccuracyLevel4UsesInt8Activations) {
+  for (int bits : {4, 8}) {
+    Case c{bits, 32, 80, 24, 1};
+    RandomWeights r(c, 40 + bits);
+    const int64_t M = 3;
+    Tensor a = Tensor::empty(DType::kFloat32, {M, c.K});
+    std::vector<float> av = testing::normal(static_cast<size_t>(M * c.K), 41);
+    std::copy(av.begin(), av.end(), a.data<float>());
+    Tensor b = Tensor::empty(DType::kUint8, {c.N, r.w.k_blocks(), r.w.blob_bytes()});
+    std::copy(r.packed.begin(), r.packed.end(), b.data<uint8_t>());
+    Tensor s = Tensor::empty(DType::kFloat32, {c.N, r.w.k_blocks()});
+    std::copy(r.scales.begin(), r.scales.end(), s.data<float>());
+    Tensor z = Tensor::empty(DType::kUint8, {c.N, r.w.zp_row_bytes()});
+    std::copy(r.zp_packed.begin(), r.zp_packed.end(), z.data<uint8_t>());
+    std::vector<float> rounded(av.size()), fp32(static_cast<size_t>(M * c.N)), int8(fp32.size());
+    kernels::round_activations_to_int8_blocks(av.data(), M, c.K, c.block, rounded.data());
+    kernels::matmul_nbits_reference(r.w, av.data(), M, nullptr, fp32.data());
+    kernels::matmul_nbits_reference(r.w, rounded.data(), M, nullptr, int8.data());
+    float apart = 0.f;
+    for (size_t i = 0; i < fp32.size(); ++i) apart = std::max(apart, std::fabs(fp32[i] - int8[i]));
+    ASSERT_GT(apart, 1e-3f * max_abs(fp32)) << "the rounding must be visible for this test to mean anything";
+    for (int64_t level : {0, 1, 4}) {
+      Attributes attrs;
+      attrs.set("K", c.K);
+      attrs.set("N", c.N);
+      attrs.set("bits", int64_t{bits});
+      attrs.set("block_size", c.block);
+      attrs.set("accuracy_level", level);
+      Tensor y = testing::run_kernel_once("MatMulNBits", "com.microsoft", 1, attrs, {&a, &b, &s, &z}, {false, true, true, true});
+      std::vector<float> got(y.data<float>(), y.data<float>() + y.numel());
+      expect_close(got, level == 4 ? int8 : fp32, "bits " + std::to_string(bits) + " accuracy_level " + std::to_string(level));
+    }
+  }
+}
+
 TEST(MatMulNBits, KernelRejectsBadAttributesAndInputs) {
   Attributes attrs;
   attrs.set("K", int64_t{32});

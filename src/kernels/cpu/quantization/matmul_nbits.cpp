@@ -2,6 +2,7 @@
 // contract (matmul_nbits.h) once per shape, then runs the fast path, or the reference for the
 // forms it leaves out (2 bits, g_idx).
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/common/registry.h"
 #include "kernels/cpu/quantization/matmul_nbits.h"
@@ -28,6 +29,10 @@ class MatMulNBitsKernel : public Kernel {
     if (block_size_ < 16 || (block_size_ & (block_size_ - 1)) != 0)
       bad("block_size must be a power of two of at least 16, got " + std::to_string(block_size_));
     if (a.get_int("weight_prepacked", 0) != 0) bad("weights prepacked for another execution provider are not supported");
+    // accuracy_level 4 allows int8 activations, and ONNX Runtime's CPU kernels use them for 4
+    // and 8 bits: round A as they do, so files written for ONNX Runtime (onnxruntime-genai's CPU
+    // INT4 models) give its outputs here too. Other levels keep FP32 activations.
+    int8_activations_ = a.get_int("accuracy_level", 0) == 4 && (bits_ == 4 || bits_ == 8);
   }
 
   void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
@@ -47,10 +52,17 @@ class MatMulNBitsKernel : public Kernel {
     if (M == 0) return;
     const Tensor* bias = optional_input(in, 5);
     const float* b = bias ? bias->data<float>() : nullptr;
+    const float* a = in[0]->data<float>();
+    std::vector<float> rounded;
+    if (int8_activations_) {
+      rounded.resize(static_cast<size_t>(M * K_));
+      round_activations_to_int8_blocks(a, M, K_, block_size_, rounded.data());
+      a = rounded.data();
+    }
     if (matmul_nbits_fast_supported(w))
-      matmul_nbits_fast(w, in[0]->data<float>(), M, b, out[0]->data<float>());
+      matmul_nbits_fast(w, a, M, b, out[0]->data<float>());
     else
-      matmul_nbits_reference(w, in[0]->data<float>(), M, b, out[0]->data<float>());
+      matmul_nbits_reference(w, a, M, b, out[0]->data<float>());
   }
 
  private:
@@ -101,6 +113,7 @@ class MatMulNBitsKernel : public Kernel {
   std::string name_;
   int64_t K_ = 0, N_ = 0, block_size_ = 0;
   int bits_ = 4;
+  bool int8_activations_ = false;
 };
 
 }  // namespace

@@ -48,6 +48,10 @@ bool matmul_nbits_fast_supported(const NBitsWeights& w);
 // runs the FP32 GEMM on each.
 void matmul_nbits_fast(const NBitsWeights& w, const float* a, int64_t M, const float* bias, float* y);
 
+// accuracy_level 4 as ONNX Runtime's CPU kernels compute it: each row of A[M, K] rounded to int8
+// per block of block_size (scale max|a| / 127, round to nearest even), written back as floats.
+void round_activations_to_int8_blocks(const float* a, int64_t M, int64_t K, int64_t block_size, float* out);
+
 // Internal: one ISA's GEMV over columns [n0, n1), `a` zero-padded to k_blocks * block_size and
 // `a_block_sums` its sum per block (for the zero points).
 void nbits_gemv_avx2(const NBitsWeights& w, const float* a, const float* a_block_sums, int64_t n0, int64_t n1, float* y);
