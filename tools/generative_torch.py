@@ -1,9 +1,9 @@
 """Torch replicas of the generative architectures issue 17 tests on, written from the published
 descriptions (no transformers): a LLaMA-style decoder (RoPE, grouped-query attention, RMSNorm,
 SwiGLU), a Whisper-style encoder-decoder and the vision side of a SmolVLM / Idefics3-style VLM
-(SigLIP-style encoder, pixel-shuffle connector) in front of the LLaMA-style decoder. Their forward signatures are the flat ones the
-Optimum ONNX layouts have, so torch.onnx.export traces them directly; the same modules run the
-greedy loops that are the references."""
+(SigLIP-style encoder, pixel-shuffle connector) in front of the LLaMA-style decoder. Their
+forward signatures are the flat ones the Optimum ONNX layouts have, so torch.onnx.export traces
+them directly; the same modules run the greedy loops that are the references."""
 import math
 
 import torch

@@ -335,7 +335,8 @@ VLM_SPECIALS = (["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<fake_token_aro
 
 VLM_CONFIGS = {
     "vlm-tiny": dict(
-        text=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        text=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2,
                   tie_word_embeddings=True, max_position_embeddings=256, rope_theta=10000.0),
         vision=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=64,
                     patch_size=8),
@@ -343,8 +344,8 @@ VLM_CONFIGS = {
     "smolvlm-256m": dict(
         text=dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                   num_key_value_heads=3, tie_word_embeddings=False, max_position_embeddings=8192, rope_theta=100000.0),
-        vision=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12, image_size=512,
-                    patch_size=16),
+        vision=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+                    image_size=512, patch_size=16),
         scale_factor=4, merges=1000, init_gain=3.0, vocab_size=49280),
 }
 
@@ -521,8 +522,9 @@ def make_vlm(out, name, new_tokens):
         tokens, logits, features = vlm_greedy(vision, lm, cfg, torch.from_numpy(ids), torch.from_numpy(mask),
                                               torch.from_numpy(pixels), image_token_id, new_tokens)
         # How much the image moves the first step's logits: the splice matters to the check.
-        _, blind, _ = vlm_greedy(lambda px: torch.zeros_like(torch.from_numpy(features)), lm, cfg, torch.from_numpy(ids),
-                                 torch.from_numpy(mask), torch.from_numpy(pixels), image_token_id, 1)
+        no_image = lambda px: torch.zeros_like(torch.from_numpy(features))  # noqa: E731
+        _, blind, _ = vlm_greedy(no_image, lm, cfg, torch.from_numpy(ids), torch.from_numpy(mask),
+                                 torch.from_numpy(pixels), image_token_id, 1)
         image_effect = float(np.abs(blind[0] - logits[0]).max() / np.abs(logits[0]).max())
         cases.append(save_reference(out, case, {"input_ids": ids, "attention_mask": mask, "pixel_values": pixels,
                                                 "image_features": features, "tokens": tokens, "logits": logits},
