@@ -147,6 +147,8 @@ def vlm_loop(runner, folder, info, ref):
     goes through embed_tokens.onnx again."""
     features = runner.run(os.path.join(folder, "vision_encoder.onnx"),
                           {"pixel_values": ref["pixel_values"]})["image_features"]
+    # Reported on its own so a disagreement is placed in the vision encoder or the decoder.
+    feature_error = float(np.abs(features - ref["image_features"]).max() / np.abs(ref["image_features"]).max())
     embed = os.path.join(folder, "embed_tokens.onnx")
     ids, mask = ref["input_ids"], ref["attention_mask"]
     embeds = runner.run(embed, {"input_ids": ids})["inputs_embeds"].copy()
@@ -171,7 +173,7 @@ def vlm_loop(runner, folder, info, ref):
         mask = np.concatenate([mask, np.ones((b, 1), np.int64)], axis=1)
         position_ids = position_ids[:, -1:] + 1
         past = {k: out[k.replace("past_key_values", "present")] for k in past}
-    return np.concatenate(tokens, axis=1), np.stack(logits)
+    return np.concatenate(tokens, axis=1), np.stack(logits), {"image features": feature_error}
 
 
 def layouts(folder, info):
@@ -198,16 +200,18 @@ def op_types(folder):
 
 def check_case(runner, folder, info, case, rtol, layout, loop):
     ref = {k: np.load(os.path.join(folder, "reference", f)) for k, f in case["files"].items()}
-    tokens, logits = loop(runner, folder, info, ref)
+    tokens, logits, *rest = loop(runner, folder, info, ref)
+    stages = rest[0] if rest else {}  # relative errors of intermediate outputs, e.g. the image features
     worst = 0.0
     for step in range(ref["logits"].shape[0]):
         scale = float(np.abs(ref["logits"][step]).max())
         worst = max(worst, float(np.abs(logits[step] - ref["logits"][step]).max()) / scale)
     same = np.array_equal(tokens, ref["tokens"])
     first_diff = None if same else int(np.argwhere((tokens != ref["tokens"]).any(axis=0))[0][0])
-    ok = same and worst <= rtol
+    ok = same and worst <= rtol and all(e <= rtol for e in stages.values())
     label = f"{runner.name} {info['model']} {layout}{case['case']} (batch {tokens.shape[0]}, {tokens.shape[1]} new tokens)"
     detail = "tokens equal" if same else f"tokens differ from step {first_diff}"
+    detail += "".join(f", {name} {e:.2e} relative" for name, e in stages.items())
     print(f"{'PASS' if ok else 'FAIL'} {label}: {detail}, max relative logit error {worst:.2e} (limit {rtol:.0e})")
     return ok
 
