@@ -140,10 +140,48 @@ def whisper_loop(runner, folder, info, ref, layout):
     return np.concatenate(tokens, axis=1), np.stack(logits)
 
 
+def vlm_loop(runner, folder, info, ref):
+    """The transformers.js SmolVLM loop: vision_encoder.onnx on the pixels, embed_tokens.onnx on
+    the prompt, the image features written over the <image> positions (row by row, in order),
+    then decoder_model_merged.onnx on inputs_embeds with the present->past loop; each new token
+    goes through embed_tokens.onnx again."""
+    features = runner.run(os.path.join(folder, "vision_encoder.onnx"),
+                          {"pixel_values": ref["pixel_values"]})["image_features"]
+    # Reported on its own so a disagreement is placed in the vision encoder or the decoder.
+    feature_error = float(np.abs(features - ref["image_features"]).max() / np.abs(ref["image_features"]).max())
+    embed = os.path.join(folder, "embed_tokens.onnx")
+    ids, mask = ref["input_ids"], ref["attention_mask"]
+    embeds = runner.run(embed, {"input_ids": ids})["inputs_embeds"].copy()
+    where = ids == info["image_token_id"]
+    if int(where.sum()) != features.shape[0] * features.shape[1]:
+        raise RuntimeError(f"{int(where.sum())} <image> tokens in the prompt for {features.shape[0]} x "
+                           f"{features.shape[1]} image features")
+    embeds[where] = features.reshape(-1, features.shape[-1])
+    b = ids.shape[0]
+    empty = np.zeros((b, info["kv_heads"], 0, info["head_dim"]), np.float32)
+    past = {f"past_key_values.{i}.{kind}": empty for i in range(info["num_layers"]) for kind in ("key", "value")}
+    position_ids = np.maximum(np.cumsum(mask, axis=-1) - 1, 0).astype(np.int64)
+    decoder = os.path.join(folder, "decoder_model_merged.onnx")
+    tokens, logits = [], []
+    for _ in range(info["new_tokens"]):
+        out = runner.run(decoder, dict(inputs_embeds=embeds, attention_mask=mask, position_ids=position_ids, **past))
+        last = out["logits"][:, -1, :]
+        nxt = last.argmax(-1).astype(np.int64)[:, None]
+        tokens.append(nxt)
+        logits.append(last)
+        embeds = runner.run(embed, {"input_ids": nxt})["inputs_embeds"]
+        mask = np.concatenate([mask, np.ones((b, 1), np.int64)], axis=1)
+        position_ids = position_ids[:, -1:] + 1
+        past = {k: out[k.replace("past_key_values", "present")] for k in past}
+    return np.concatenate(tokens, axis=1), np.stack(logits), {"image features": feature_error}
+
+
 def layouts(folder, info):
     """(label, loop) per layout the folder has."""
     if info["kind"] == "decoder-only":
         return [("", llama_loop)]
+    if info["kind"] == "vision-language":
+        return [("", vlm_loop)]
     found = []
     if os.path.exists(os.path.join(folder, "decoder_model_merged.onnx")):
         found.append(("merged ", lambda *a: whisper_loop(*a, layout="merged")))
@@ -162,16 +200,18 @@ def op_types(folder):
 
 def check_case(runner, folder, info, case, rtol, layout, loop):
     ref = {k: np.load(os.path.join(folder, "reference", f)) for k, f in case["files"].items()}
-    tokens, logits = loop(runner, folder, info, ref)
+    tokens, logits, *rest = loop(runner, folder, info, ref)
+    stages = rest[0] if rest else {}  # relative errors of intermediate outputs, e.g. the image features
     worst = 0.0
     for step in range(ref["logits"].shape[0]):
         scale = float(np.abs(ref["logits"][step]).max())
         worst = max(worst, float(np.abs(logits[step] - ref["logits"][step]).max()) / scale)
     same = np.array_equal(tokens, ref["tokens"])
     first_diff = None if same else int(np.argwhere((tokens != ref["tokens"]).any(axis=0))[0][0])
-    ok = same and worst <= rtol
+    ok = same and worst <= rtol and all(e <= rtol for e in stages.values())
     label = f"{runner.name} {info['model']} {layout}{case['case']} (batch {tokens.shape[0]}, {tokens.shape[1]} new tokens)"
     detail = "tokens equal" if same else f"tokens differ from step {first_diff}"
+    detail += "".join(f", {name} {e:.2e} relative" for name, e in stages.items())
     print(f"{'PASS' if ok else 'FAIL'} {label}: {detail}, max relative logit error {worst:.2e} (limit {rtol:.0e})")
     return ok
 

@@ -1,8 +1,9 @@
 """Torch replicas of the generative architectures issue 17 tests on, written from the published
 descriptions (no transformers): a LLaMA-style decoder (RoPE, grouped-query attention, RMSNorm,
-SwiGLU) and a Whisper-style encoder-decoder. Their forward signatures are the flat ones the
-Optimum ONNX layouts have, so torch.onnx.export traces them directly; the same modules run the
-greedy loops that are the references."""
+SwiGLU), a Whisper-style encoder-decoder and the vision side of a SmolVLM / Idefics3-style VLM
+(SigLIP-style encoder, pixel-shuffle connector) in front of the LLaMA-style decoder. Their
+forward signatures are the flat ones the Optimum ONNX layouts have, so torch.onnx.export traces
+them directly; the same modules run the greedy loops that are the references."""
 import math
 
 import torch
@@ -101,17 +102,19 @@ class LlamaForCausalLM(nn.Module):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, input_ids, attention_mask, position_ids, *past):
-        s = input_ids.shape[1]
+        return self.run_embeds(self.embed_tokens(input_ids), attention_mask, position_ids, past)
+
+    def run_embeds(self, x, attention_mask, position_ids, past):
+        s = x.shape[1]
         total = attention_mask.shape[1]
         freqs = position_ids.unsqueeze(-1).to(torch.float32) * self.inv_freq
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)
         # Query i sits at absolute position total - s + i and sees keys up to it, minus padding.
-        key_pos = torch.arange(total, device=input_ids.device)
+        key_pos = torch.arange(total, device=x.device)
         query_pos = key_pos[total - s:]
         causal = key_pos.unsqueeze(0) <= query_pos.unsqueeze(1)
         mask = causal.unsqueeze(0).unsqueeze(0) & attention_mask.bool().unsqueeze(1).unsqueeze(2)
-        x = self.embed_tokens(input_ids)
         presents = []
         for i, layer in enumerate(self.layers):
             x, pk, pv = layer(x, cos, sin, mask, past[2 * i], past[2 * i + 1])
@@ -275,3 +278,96 @@ class WhisperDecoderWithPast(nn.Module):
         for k, v in presents:
             out += [k, v]
         return tuple(out)
+
+
+class LlamaFromEmbeds(nn.Module):
+    """A VLM's decoder_model_merged.onnx: (inputs_embeds [B,S,d], attention_mask, position_ids,
+    past k/v) -> (logits, present k/v); the same weights as the LlamaForCausalLM it wraps."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, inputs_embeds, attention_mask, position_ids, *past):
+        return self.lm.run_embeds(inputs_embeds, attention_mask, position_ids, past)
+
+
+class EmbedTokens(nn.Module):
+    """embed_tokens.onnx: input_ids [B,S] -> inputs_embeds [B,S,d]."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids):
+        return self.lm.embed_tokens(input_ids)
+
+
+# --- SmolVLM / Idefics3-style vision encoder and connector ---------------------------------
+
+class SiglipAttention(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads, self.head_dim = heads, d // heads
+        self.q_proj, self.k_proj = nn.Linear(d, d), nn.Linear(d, d)
+        self.v_proj, self.out_proj = nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        split = lambda t: t.view(b, s, self.heads, self.head_dim).transpose(1, 2)  # noqa: E731
+        q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
+        scores = torch.matmul(q, k.transpose(2, 3)) * (self.head_dim ** -0.5)
+        out = torch.matmul(torch.softmax(scores, dim=-1), v)
+        return self.out_proj(out.transpose(1, 2).reshape(b, s, d))
+
+
+class SiglipLayer(nn.Module):
+    def __init__(self, d, heads, ffn, eps):
+        super().__init__()
+        self.layer_norm1 = nn.LayerNorm(d, eps=eps)
+        self.self_attn = SiglipAttention(d, heads)
+        self.layer_norm2 = nn.LayerNorm(d, eps=eps)
+        self.fc1, self.fc2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.layer_norm1(x))
+        # SigLIP's MLP uses the tanh approximation of GELU ("gelu_pytorch_tanh").
+        return x + self.fc2(nn.functional.gelu(self.fc1(self.layer_norm2(x)), approximate="tanh"))
+
+
+def pixel_shuffle(x, side, scale):
+    """Idefics3's connector shuffle: [B, side*side, D] patch features on a side x side grid ->
+    [B, side*side / scale^2, D * scale^2], each output token holding scale patches of one row
+    times scale rows. The grid is static (one image size), so only the batch stays symbolic."""
+    d = x.shape[-1]
+    x = x.reshape(-1, side, side // scale, d * scale)
+    x = x.permute(0, 2, 1, 3)
+    x = x.reshape(-1, side // scale, side // scale, d * scale * scale)
+    x = x.permute(0, 2, 1, 3)
+    return x.reshape(-1, (side // scale) ** 2, d * scale * scale)
+
+
+class Idefics3VisionEncoder(nn.Module):
+    """vision_encoder.onnx: pixel_values [B, 3, H, W] (one image per row at the configured size)
+    -> image_features [B, (H/patch * W/patch) / scale^2, text d]: SigLIP-style ViT (patch
+    convolution, learned positions, pre-norm layers, post-layernorm), pixel shuffle, then the
+    connector's bias-free projection into the decoder's width."""
+
+    def __init__(self, vcfg, text_d, scale):
+        super().__init__()
+        d, p = vcfg["hidden_size"], vcfg["patch_size"]
+        self.patch_embedding = nn.Conv2d(vcfg["num_channels"], d, kernel_size=p, stride=p)
+        self.position_embedding = nn.Embedding((vcfg["image_size"] // p) ** 2, d)
+        self.layers = nn.ModuleList(SiglipLayer(d, vcfg["num_attention_heads"], vcfg["intermediate_size"],
+                                                vcfg["layer_norm_eps"]) for _ in range(vcfg["num_hidden_layers"]))
+        self.post_layernorm = nn.LayerNorm(d, eps=vcfg["layer_norm_eps"])
+        self.scale, self.side = scale, vcfg["image_size"] // p
+        self.modality_projection = nn.Linear(d * scale * scale, text_d, bias=False)
+
+    def forward(self, pixel_values):
+        x = self.patch_embedding(pixel_values).flatten(2).transpose(1, 2)
+        x = x + self.position_embedding.weight
+        for layer in self.layers:
+            x = layer(x)
+        x = self.post_layernorm(x)
+        return self.modality_projection(pixel_shuffle(x, self.side, self.scale))

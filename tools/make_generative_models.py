@@ -4,7 +4,7 @@ seeds) exported in the layouts Hugging Face Optimum / transformers.js publish, e
 config.json, generation_config.json, tokenizer.json and reference/ (torch's own greedy loop:
 the prompts, the new token ids and the last position's logits at every step).
 
-    make_generative_models.py OUT [--which llama-tiny,whisper-tiny-test] [--new-tokens N]
+    make_generative_models.py OUT [--which llama-tiny,whisper-tiny-test,vlm-tiny] [--new-tokens N]
 
   llama-tiny         LLaMA-style decoder (d=64, 2 layers, 4 query / 2 KV heads, tied embeddings):
                      model.onnx, the "decoder with past merged" form (a zero-length past is the
@@ -17,6 +17,18 @@ the prompts, the new token ids and the last position's logits at every step).
                      decoder_with_past_model.onnx, as Optimum exports them
   whisper-tiny       the same at Whisper-tiny's dims (d=384, 4+4 layers, 6 heads, vocab 51865,
                      1500 source positions): only when asked
+  whisper-base       Whisper-base's dims (d=512, 6+6 layers, 8 heads, vocab 51865, 1500 source
+                     positions): only when asked
+  vlm-tiny           SmolVLM / Idefics3-style VLM (SigLIP-style ViT d=32, 2 layers, 64x64 images
+                     in 8x8 patches; pixel shuffle x2 -> 16 image tokens; LLaMA-style decoder as
+                     llama-tiny): vision_encoder.onnx (pixel_values [B,3,H,W] -> image_features
+                     [B,image_seq_len,d]), embed_tokens.onnx, decoder_model_merged.onnx (on
+                     inputs_embeds, a zero-length past is the first step), the chat template and
+                     preprocessor_config.json (one image at the encoder's size, no splitting);
+                     reference/ also holds the PNGs and their pixel_values
+  smolvlm-256m       the same at SmolVLM-256M's dims (ViT d=768, 12 layers, 512x512 in 16x16
+                     patches, pixel shuffle x4 -> 64 image tokens; decoder d=576, 30 layers, 9 / 3
+                     heads, vocab 49280, untied): only when asked
 
 Each folder's stamp.txt holds a digest of the generator's sources and the options; a folder
 whose stamp matches is left as it is (the ctest fixture then returns at once)."""
@@ -24,6 +36,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -39,7 +52,7 @@ from text_corpus import write_json  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "tests", "data", "text", "corpus.txt")
 OPSET = 17
-DEFAULT_WHICH = "llama-tiny,whisper-tiny-test"
+DEFAULT_WHICH = "llama-tiny,whisper-tiny-test,vlm-tiny"
 LLAMA_PROMPTS = ["The quick brown fox jumps over the lazy dog.", "Hello, world! It's 12 o'clock."]
 LLAMA_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 WHISPER_SPECIALS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|de|>", "<|translate|>",
@@ -59,6 +72,13 @@ WHISPER_CONFIGS = {
     "whisper-tiny": dict(d_model=384, encoder_layers=4, decoder_layers=4, encoder_attention_heads=6,
                          decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536,
                          max_source_positions=1500, max_target_positions=448, merges=1000, init_gain=4.0, vocab_size=51865),
+    "whisper-base": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                         decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
+                         # At these dims gain 4 repeats one or two tokens, and scaling the encoder as
+                         # well makes float32 itself drift (3.5e-3 relative to float64 at gain 8): the
+                         # decoder alone at 6 gives 38 distinct tokens in 64, 5.6e-6 from float64.
+                         max_source_positions=1500, max_target_positions=448, merges=1000, init_gain=6.0,
+                         encoder_init_gain=1.0, vocab_size=51865),
 }
 
 
@@ -218,11 +238,13 @@ def whisper_greedy(encoder, decoder, features, prompt, new_tokens):
 def make_whisper(out, name, new_tokens):
     spec = dict(WHISPER_CONFIGS[name])
     gain = spec.pop("init_gain")
+    encoder_gain = spec.pop("encoder_init_gain", gain)
     vocab, merges, specials, special_ids = make_tokenizer(spec.pop("merges"), WHISPER_SPECIALS, spec.pop("vocab_size", None))
     cfg = dict(spec, vocab_size=len(vocab) + len(specials), num_mel_bins=80)
     torch.manual_seed(18)
     encoder, decoder = gm.WhisperEncoder(cfg).eval(), gm.WhisperDecoder(cfg).eval()
-    scale_init([encoder, decoder], gain)
+    scale_init([encoder], encoder_gain)
+    scale_init([decoder], gain)
     n, heads, d = cfg["decoder_layers"], cfg["decoder_attention_heads"], cfg["d_model"]
     hd, frames = d // heads, 2 * cfg["max_source_positions"]
     sot, eot = special_ids["<|startoftranscript|>"], special_ids["<|endoftext|>"]
@@ -296,7 +318,234 @@ def make_whisper(out, name, new_tokens):
             "num_layers": n, "heads": heads, "head_dim": hd, "new_tokens": new_tokens, "cases": cases}
 
 
-MAKERS = {**{k: make_llama for k in LLAMA_CONFIGS}, **{k: make_whisper for k in WHISPER_CONFIGS}}
+# --- SmolVLM / Idefics3-style vision-language model ----------------------------------------
+
+# SmolVLM's chat template (tokenizer_config.json's chat_template): for one user turn holding an
+# image and a question it expands to "<|im_start|>User:<image>QUESTION<end_of_utterance>\nAssistant:".
+VLM_CHAT_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{ message['role'] | capitalize }}"
+    "{% if message['content'][0]['type'] == 'image' %}{{ ':' }}{% else %}{{ ': ' }}{% endif %}"
+    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{ line['text'] }}"
+    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n"
+    "{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}")
+VLM_QUESTIONS = ["What is in this image?", "Describe the shapes and their colours."]
+VLM_SPECIALS = (["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<fake_token_around_image>", "<image>",
+                 "<end_of_utterance>", "<global-img>"]
+                + [f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)])
+
+VLM_CONFIGS = {
+    "vlm-tiny": dict(
+        text=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2,
+                  tie_word_embeddings=True, max_position_embeddings=256, rope_theta=10000.0),
+        vision=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=64,
+                    patch_size=8),
+        scale_factor=2, merges=400, init_gain=4.0),
+    "smolvlm-256m": dict(
+        text=dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                  num_key_value_heads=3, tie_word_embeddings=False, max_position_embeddings=8192, rope_theta=100000.0),
+        vision=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+                    image_size=512, patch_size=16),
+        scale_factor=4, merges=1000, init_gain=3.0, vocab_size=49280),
+}
+
+
+def chat_prompt(question):
+    """VLM_CHAT_TEMPLATE rendered for [{"role": "user", "content": [image, text]}] with
+    add_generation_prompt (no Jinja here: the expansion is short and fixed)."""
+    return f"<|im_start|>User:<image>{question}<end_of_utterance>\nAssistant:"
+
+
+def expand_image_token(prompt, image_seq_len):
+    """Idefics3's processor for one image without splitting: each <image> becomes the global
+    image's block, <fake_token_around_image><global-img>, image_seq_len <image> tokens, and a
+    closing <fake_token_around_image>."""
+    block = "<fake_token_around_image><global-img>" + "<image>" * image_seq_len + "<fake_token_around_image>"
+    return prompt.replace("<image>", block)
+
+
+def encode_with_specials(text, vocab, merges, special_ids):
+    """Special tokens are matched first (as the tokenizer's added tokens are); the text between
+    them goes through byte-level BPE."""
+    pattern = "(" + "|".join(re.escape(t) for t in sorted(special_ids, key=len, reverse=True)) + ")"
+    ids = []
+    for piece in re.split(pattern, text):
+        if piece in special_ids:
+            ids.append(special_ids[piece])
+        elif piece:
+            ids.extend(gt.encode(piece, vocab, merges))
+    return ids
+
+
+def draw_scene(size, variant):
+    """A small picture with real structure (a gradient, a disc and a bar) so the vision encoder's
+    input looks like an image, not noise. Returns uint8 [size, size, 3]."""
+    y, x = np.mgrid[0:size, 0:size].astype(np.float32) / size
+    img = np.stack([x * 200 + 30, y * 180 + 40, (1 - x) * 120 + 60], axis=-1)
+    cx, cy, r = (0.3, 0.35, 0.2) if variant == 0 else (0.65, 0.6, 0.25)
+    disc = (x - cx) ** 2 + (y - cy) ** 2 < r * r
+    img[disc] = (230, 40, 40) if variant == 0 else (40, 200, 60)
+    bar = (np.abs(y - (0.8 if variant == 0 else 0.2)) < 0.08) & (x > 0.1) & (x < 0.9)
+    img[bar] = (20, 30, 220) if variant == 0 else (240, 220, 30)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def write_png(path, rgb):
+    from PIL import Image
+    Image.fromarray(rgb, "RGB").save(path, format="PNG")
+
+
+def pixel_values_of(rgb):
+    """The preprocessor's arithmetic: rescale by 1/255, normalize with mean 0.5 and std 0.5, CHW."""
+    return ((rgb.astype(np.float32) / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)
+
+
+def vlm_greedy(vision, lm, cfg, input_ids, attention_mask, pixel_values, image_token_id, new_tokens):
+    """Torch's VLM loop: the image features replace the embeddings at the <image> positions (in
+    order, row by row), then the LLaMA loop of llama_greedy on embeddings; each new token is
+    embedded with the same table."""
+    b = input_ids.shape[0]
+    kv, hd = cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    past = [torch.zeros(b, kv, 0, hd) for _ in range(2 * cfg["num_hidden_layers"])]
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    tokens, step_logits = [], []
+    with torch.no_grad():
+        features = vision(pixel_values)
+        embeds = lm.embed_tokens(input_ids)
+        embeds[input_ids == image_token_id] = features.reshape(-1, features.shape[-1])
+        mask = attention_mask
+        for _ in range(new_tokens):
+            logits, *past = lm.run_embeds(embeds, mask, position_ids, past)
+            last = logits[:, -1, :]
+            nxt = last.argmax(-1, keepdim=True)
+            tokens.append(nxt)
+            step_logits.append(last)
+            embeds = lm.embed_tokens(nxt)
+            mask = torch.cat((mask, torch.ones(b, 1, dtype=mask.dtype)), dim=1)
+            position_ids = position_ids[:, -1:] + 1
+    return torch.cat(tokens, dim=1).numpy(), torch.stack(step_logits).numpy(), features.numpy()
+
+
+def write_vlm_config(out, cfg, vcfg, scale, image_seq_len, special_ids, new_tokens):
+    ids = {"bos_token_id": special_ids["<|im_start|>"], "eos_token_id": special_ids["<end_of_utterance>"],
+           "pad_token_id": special_ids["<|im_end|>"]}
+    hd = cfg["hidden_size"] // cfg["num_attention_heads"]
+    text_config = dict({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+                        "head_dim": hd, "attention_bias": False, "mlp_bias": False, "rope_scaling": None}, **cfg, **ids)
+    vision_config = dict({"model_type": "idefics3_vision", "hidden_act": "gelu_pytorch_tanh"}, **vcfg)
+    config = dict({"architectures": ["Idefics3ForConditionalGeneration"], "model_type": "idefics3",
+                   "image_token_id": special_ids["<image>"], "scale_factor": scale, "image_seq_len": image_seq_len,
+                   "vocab_size": cfg["vocab_size"], "tie_word_embeddings": cfg["tie_word_embeddings"],
+                   "torch_dtype": "float32", "use_cache": True, "text_config": text_config,
+                   "vision_config": vision_config}, **ids)
+    write_json(os.path.join(out, "config.json"), config, compact=False)
+    write_json(os.path.join(out, "generation_config.json"), dict(ids, do_sample=False, max_new_tokens=new_tokens),
+               compact=False)
+    size = vcfg["image_size"]
+    # One image per prompt at the encoder's resolution: resized to size x size, no splitting
+    # into tiles (do_image_splitting false), so only the global image's block is in the prompt.
+    write_json(os.path.join(out, "preprocessor_config.json"),
+               {"image_processor_type": "Idefics3ImageProcessor", "do_convert_rgb": True, "do_resize": True,
+                "size": {"longest_edge": size}, "max_image_size": {"longest_edge": size}, "resample": 1,
+                "do_image_splitting": False, "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
+                "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "do_pad": True}, compact=False)
+    write_json(os.path.join(out, "processor_config.json"),
+               {"processor_class": "Idefics3Processor", "image_seq_len": image_seq_len}, compact=False)
+    write_json(os.path.join(out, "chat_template.json"), {"chat_template": VLM_CHAT_TEMPLATE}, compact=False)
+
+
+def export_vlm(out, vision, lm, cfg, vcfg):
+    n, kv, hd = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    b, size = 2, vcfg["image_size"]
+    torch.onnx.export(vision, (torch.randn(b, 3, size, size),), os.path.join(out, "vision_encoder.onnx"),
+                      opset_version=OPSET, input_names=["pixel_values"], output_names=["image_features"],
+                      dynamic_axes={"pixel_values": {0: "batch_size"}, "image_features": {0: "batch_size"}})
+    torch.onnx.export(gm.EmbedTokens(lm), (torch.randint(0, cfg["vocab_size"], (b, 3)),),
+                      os.path.join(out, "embed_tokens.onnx"), opset_version=OPSET, input_names=["input_ids"],
+                      output_names=["inputs_embeds"],
+                      dynamic_axes={"input_ids": {0: "batch_size", 1: "sequence_length"},
+                                    "inputs_embeds": {0: "batch_size", 1: "sequence_length"}})
+    p, s = 3, 2  # a non-empty past and two new positions keep every length symbolic
+    args = (torch.randn(b, s, cfg["hidden_size"]), torch.ones(b, p + s, dtype=torch.int64),
+            torch.arange(p, p + s).repeat(b, 1), *[torch.randn(b, kv, p, hd) for _ in range(2 * n)])
+    past_names = [f"past_key_values.{i}.{kind}" for i in range(n) for kind in ("key", "value")]
+    present_names = [f"present.{i}.{kind}" for i in range(n) for kind in ("key", "value")]
+    axes = {"inputs_embeds": {0: "batch_size", 1: "sequence_length"},
+            "attention_mask": {0: "batch_size", 1: "total_sequence_length"},
+            "position_ids": {0: "batch_size", 1: "sequence_length"},
+            "logits": {0: "batch_size", 1: "sequence_length"}}
+    axes.update({k: {0: "batch_size", 2: "past_sequence_length"} for k in past_names})
+    axes.update({k: {0: "batch_size", 2: "total_sequence_length"} for k in present_names})
+    torch.onnx.export(gm.LlamaFromEmbeds(lm), args, os.path.join(out, "decoder_model_merged.onnx"), opset_version=OPSET,
+                      input_names=["inputs_embeds", "attention_mask", "position_ids", *past_names],
+                      output_names=["logits", *present_names], dynamic_axes=axes, do_constant_folding=True)
+
+
+def make_vlm(out, name, new_tokens):
+    spec = dict(VLM_CONFIGS[name])
+    vocab, merges, specials, special_ids = make_tokenizer(spec["merges"], VLM_SPECIALS, spec.get("vocab_size"))
+    cfg = dict(spec["text"], vocab_size=len(vocab) + len(specials), rms_norm_eps=1e-5)
+    vcfg = dict(spec["vision"], num_channels=3, layer_norm_eps=1e-6)
+    scale = spec["scale_factor"]
+    image_seq_len = (vcfg["image_size"] // vcfg["patch_size"]) ** 2 // (scale * scale)
+    image_token_id, pad = special_ids["<image>"], special_ids["<|im_end|>"]
+    torch.manual_seed(26)  # a seed whose tiny model's greedy output varies (50+ distinct tokens in 64)
+    lm = gm.LlamaForCausalLM(cfg).eval()
+    vision = gm.Idefics3VisionEncoder(vcfg, cfg["hidden_size"], scale).eval()
+    scale_init([lm], spec["init_gain"])
+
+    write_vlm_config(out, cfg, vcfg, scale, image_seq_len, special_ids, new_tokens)
+    write_tokenizer(out, vocab, merges, specials, {"bos_token": "<|im_start|>", "eos_token": "<end_of_utterance>",
+                                                   "pad_token": "<|im_end|>", "unk_token": "<|endoftext|>",
+                                                   "model_max_length": cfg["max_position_embeddings"],
+                                                   "chat_template": VLM_CHAT_TEMPLATE})
+    export_vlm(out, vision, lm, cfg, vcfg)
+
+    size = vcfg["image_size"]
+    ref = os.path.join(out, "reference")
+    os.makedirs(ref, exist_ok=True)
+    images = [draw_scene(size, v) for v in range(2)]
+    for v, rgb in enumerate(images):
+        write_png(os.path.join(ref, f"image{v}.png"), rgb)
+    prompts = [expand_image_token(chat_prompt(q), image_seq_len) for q in VLM_QUESTIONS]
+    named = {t: special_ids[t] for t in VLM_SPECIALS}  # not the reserved fillers of the full-size vocabulary
+    encoded = [encode_with_specials(p, vocab, merges, named) for p in prompts]
+    cases = []
+    for case, rows in (("b1", [0]), ("b2", [0, 1]), ("b1-second", [1])):
+        width = max(len(encoded[i]) for i in rows)
+        ids = np.full((len(rows), width), pad, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for row, i in enumerate(rows):  # left padding, as batched generation does
+            ids[row, width - len(encoded[i]):] = encoded[i]
+            mask[row, width - len(encoded[i]):] = 1
+        pixels = np.stack([pixel_values_of(images[i]) for i in rows])
+        tokens, logits, features = vlm_greedy(vision, lm, cfg, torch.from_numpy(ids), torch.from_numpy(mask),
+                                              torch.from_numpy(pixels), image_token_id, new_tokens)
+        # How much the image moves the first step's logits: the splice matters to the check.
+        no_image = lambda px: torch.zeros_like(torch.from_numpy(features))  # noqa: E731
+        _, blind, _ = vlm_greedy(no_image, lm, cfg, torch.from_numpy(ids), torch.from_numpy(mask),
+                                 torch.from_numpy(pixels), image_token_id, 1)
+        image_effect = float(np.abs(blind[0] - logits[0]).max() / np.abs(logits[0]).max())
+        cases.append(save_reference(out, case, {"input_ids": ids, "attention_mask": mask, "pixel_values": pixels,
+                                                "image_features": features, "tokens": tokens, "logits": logits},
+                                    {"questions": [VLM_QUESTIONS[i] for i in rows],
+                                     "images": [f"image{i}.png" for i in rows],
+                                     "prompts": [chat_prompt(VLM_QUESTIONS[i]) for i in rows],
+                                     "prompt_ids": [encoded[i] for i in rows], "tokens": tokens.tolist(),
+                                     "distinct_tokens": int(len(np.unique(tokens))),
+                                     "min_top2_margin": top2_margin(logits),
+                                     "first_step_logit_change_without_image": image_effect}))
+    n, kv, hd = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    return {"kind": "vision-language", "layout": "vision_encoder.onnx + embed_tokens.onnx + decoder_model_merged.onnx "
+            "(inputs_embeds; a zero-length past is the first step)", "num_layers": n, "kv_heads": kv, "head_dim": hd,
+            "image_token_id": image_token_id, "image_seq_len": image_seq_len, "image_size": size,
+            "chat_template_expansion": "<|im_start|>User:<image>QUESTION<end_of_utterance>\\nAssistant:, then each "
+            "<image> becomes <fake_token_around_image><global-img>, image_seq_len x <image>, <fake_token_around_image>",
+            "new_tokens": new_tokens, "cases": cases}
+
+
+MAKERS = {**{k: make_llama for k in LLAMA_CONFIGS}, **{k: make_whisper for k in WHISPER_CONFIGS},
+          **{k: make_vlm for k in VLM_CONFIGS}}
 
 
 def stamp_of(name, new_tokens):

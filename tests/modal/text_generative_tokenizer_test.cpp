@@ -4,6 +4,8 @@
 // the tokens torch generated decode, and the special ids agree with config.json.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "modal/text/tokenizer.h"
 #include "text_test_util.h"
 
@@ -51,7 +53,9 @@ TEST_P(GenerativeTokenizer, GeneratedTokensDecodeAndSpecialsMatchConfig) {
   auto ref = read_json(model_path(GetParam(), "reference/reference.json"));
   ASSERT_TRUE(config.contains("vocab_size"));
   EXPECT_EQ(t.vocab_end(), config["vocab_size"].get<int64_t>());
-  EXPECT_EQ(t.id_to_token(config["eos_token_id"].get<int64_t>()), std::optional<std::string>("<|endoftext|>"));
+  auto tokenizer_config = read_json(model_path(GetParam(), "tokenizer_config.json"));
+  EXPECT_EQ(t.id_to_token(config["eos_token_id"].get<int64_t>()),
+            std::optional<std::string>(tokenizer_config["eos_token"].get<std::string>()));
   if (config.contains("decoder_start_token_id")) {
     EXPECT_EQ(t.id_to_token(config["decoder_start_token_id"].get<int64_t>()),
               std::optional<std::string>("<|startoftranscript|>"));
@@ -84,4 +88,33 @@ TEST(GenerativeTokenizerLlama, PromptsEncodeToTheIdsTorchStartedFrom) {
   EXPECT_EQ(prompts, 4u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GenerativeTokenizer, ::testing::Values("llama-tiny", "whisper-tiny-test"));
+TEST(GenerativeTokenizerVlm, ChatPromptsWithTheImageExpandedEncodeToTheIdsTorchStartedFrom) {
+  // The processor's expansion for one image without splitting (reference.json states it):
+  // <image> -> <fake_token_around_image><global-img>, image_seq_len x <image>, <fake_token_around_image>.
+  auto t = tx::Tokenizer::from_file(model_path("vlm-tiny", "tokenizer.json"));
+  auto ref = read_json(model_path("vlm-tiny", "reference/reference.json"));
+  auto config = read_json(model_path("vlm-tiny", "config.json"));
+  ASSERT_TRUE(ref.contains("image_seq_len"));
+  const int64_t image_seq_len = ref["image_seq_len"], image_id = config["image_token_id"];
+  EXPECT_EQ(t.token_to_id("<image>"), std::optional<int64_t>(image_id));
+  std::string block = "<fake_token_around_image><global-img>";
+  for (int64_t i = 0; i < image_seq_len; ++i) block += "<image>";
+  block += "<fake_token_around_image>";
+  size_t prompts = 0;
+  for (const auto& c : ref["cases"]) {
+    for (size_t i = 0; i < c["prompts"].size(); ++i) {
+      std::string prompt = c["prompts"][i];
+      ASSERT_EQ(prompt.find("<|im_start|>User:<image>"), 0u) << prompt;
+      prompt.replace(prompt.find("<image>"), 7, block);
+      const auto want = ids_of(c["prompt_ids"][i]);
+      const auto got = widen(t.tokenize(prompt));
+      EXPECT_EQ(got, want) << "prompt \"" << escaped(prompt) << "\"";
+      EXPECT_EQ(std::count(got.begin(), got.end(), image_id), image_seq_len);
+      EXPECT_EQ(t.decode(want, false), prompt);
+      ++prompts;
+    }
+  }
+  EXPECT_EQ(prompts, 4u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GenerativeTokenizer, ::testing::Values("llama-tiny", "whisper-tiny-test", "vlm-tiny"));
