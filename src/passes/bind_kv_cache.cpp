@@ -123,6 +123,37 @@ bool is_present_output(const ir::Graph& g, int value, const std::set<int>& conca
   return false;
 }
 
+int add_input(ir::Graph& g, const char* name, DType dtype, std::vector<int64_t> dims) {
+  int v = g.find_value(name);
+  if (v >= 0) return v;
+  v = g.add_value(name);
+  ir::Value& x = g.values[v];
+  x.dtype = dtype;
+  x.has_shape = true;
+  x.dims = std::move(dims);
+  x.symbols.assign(x.dims.size(), x.dims.empty() ? "" : "batch_size");
+  x.is_graph_input = true;
+  g.inputs.push_back(v);
+  return v;
+}
+
+// GroupQueryAttention with its past inputs straight from the graph: told to append in place; its
+// presents, and the mask arithmetic behind seqlens_k and total_sequence_length, go away.
+void bind_group_query_attention(ir::Graph& g, KvCacheBinding& binding, std::set<int>& pasts, std::set<int>& presents) {
+  for (auto& n : g.nodes) {
+    if (n.removed || n.domain != "com.microsoft" || n.op_type != "GroupQueryAttention" || n.inputs.size() < 7) continue;
+    int pk = n.inputs[3], pv = n.inputs[4];
+    if (pk < 0 || pv < 0 || !g.values[pk].is_graph_input || !g.values[pv].is_graph_input) continue;
+    n.attrs.set("mminfer_cache_in_place", int64_t{1});
+    n.inputs[5] = add_input(g, KvCacheBinding::kSeqlensInput, DType::kInt32, {-1});
+    n.inputs[6] = add_input(g, KvCacheBinding::kTotalInput, DType::kInt32, {});
+    for (size_t o = 1; o < n.outputs.size() && o < 3; ++o)
+      if (n.outputs[o] >= 0) presents.insert(n.outputs[o]), n.outputs[o] = ir::kNoValue;
+    pasts.insert({pk, pv});
+    binding.pairs.push_back({g.values[pk].name, g.values[pv].name});
+  }
+}
+
 }  // namespace
 
 std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* why) {
@@ -133,23 +164,14 @@ std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* wh
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!g.nodes[i].removed && is_op(g.nodes[i], "Softmax"))
       if (auto b = match_block(g, uses, static_cast<int>(i))) blocks.push_back(*b);
-  if (blocks.empty()) {
-    *why = "no attention reads a past input through Concat on the sequence axis";
+  KvCacheBinding binding;
+  std::set<int> concats, pasts, gqa_presents;
+  bind_group_query_attention(g, binding, pasts, gqa_presents);
+  if (blocks.empty() && binding.pairs.empty()) {
+    *why = "no attention reads a past input through Concat on the sequence axis or GroupQueryAttention";
     return std::nullopt;
   }
-
-  int lengths = g.add_value(KvCacheBinding::kLengthsInput);
-  {
-    ir::Value& l = g.values[lengths];
-    l.dtype = DType::kInt64;
-    l.has_shape = true;
-    l.dims = {-1};
-    l.symbols = {"batch_size"};
-    l.is_graph_input = true;
-    g.inputs.push_back(lengths);
-  }
-  KvCacheBinding binding;
-  std::set<int> concats, pasts;
+  int lengths = blocks.empty() ? -1 : add_input(g, KvCacheBinding::kLengthsInput, DType::kInt64, {-1});
   for (const Block& b : blocks) {
     ir::Node fused;
     fused.name = g.label(g.nodes[b.nodes.back()]) + "/cached_attention";
@@ -169,7 +191,7 @@ std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* wh
   // The presents are the cache now: they stop being outputs.
   std::vector<int> kept;
   for (int o : g.outputs) {
-    if (is_present_output(g, o, concats)) g.values[o].is_graph_output = false;
+    if (gqa_presents.count(o) || is_present_output(g, o, concats)) g.values[o].is_graph_output = false;
     else kept.push_back(o);
   }
   g.outputs = kept;
@@ -197,7 +219,8 @@ std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* wh
   // Every reader of a past input must be a fused node now, and no Concat of a past may be left.
   for (const auto& n : g.nodes) {
     if (n.removed) continue;
-    bool fused = n.domain == "mminfer" && n.op_type == "CachedAttention";
+    bool fused = (n.domain == "mminfer" && n.op_type == "CachedAttention") ||
+                 (n.op_type == "GroupQueryAttention" && n.attrs.get_int("mminfer_cache_in_place", 0) == 1);
     for (int in : n.inputs) {
       if (in < 0 || !pasts.count(in) || fused) continue;
       *why = "'" + g.values[in].name + "' is also read by " + n.op_type + " '" + g.label(n) + "'";

@@ -6,6 +6,9 @@
 // copies and the mask arithmetic disappear, and every step of a decode has the same input shapes,
 // so one plan serves them all.
 //
+// GroupQueryAttention nodes whose past inputs are graph inputs are bound the same way (see
+// KvCacheBinding::kSeqlensInput).
+//
 // The fused node applies causal masking over all cached positions: the mask the graph built
 // (causal and attention_mask) is replaced by it, which is exact when no cached position is
 // padding. The decoding loop keeps it so by prefilling each sequence on its own.
@@ -35,6 +38,11 @@ struct KvCacheBinding {
   std::vector<PastShapeFeed> shape_feeds;
   // int64 [batch]: each sequence's cached length before this step.
   static constexpr const char* kLengthsInput = "mminfer::cache_lengths";
+  // com.microsoft GroupQueryAttention decoders (onnxruntime-genai's form) keep their op, told to
+  // write into the past in place; its seqlens_k (int32 [batch], total length - 1) and
+  // total_sequence_length (int32 scalar) become inputs the loop feeds instead of the mask.
+  static constexpr const char* kSeqlensInput = "mminfer::seqlens_k";
+  static constexpr const char* kTotalInput = "mminfer::total_sequence_length";
 };
 
 // Rewrites `g` and returns the binding, or leaves `g` untouched and returns nullopt with the

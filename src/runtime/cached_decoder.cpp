@@ -92,7 +92,15 @@ Tensor CachedDecoder::step_rows(KvCache& cache, int64_t row, int64_t n, const st
   }
   std::vector<NamedTensor> feed = extra;
   feed.emplace_back(tokens_name, tokens);
-  feed.emplace_back(passes::KvCacheBinding::kLengthsInput, int_tensor(DType::kInt64, {n}, lengths));
+  if (has_input(passes::KvCacheBinding::kLengthsInput))
+    feed.emplace_back(passes::KvCacheBinding::kLengthsInput, int_tensor(DType::kInt64, {n}, lengths));
+  if (has_input(passes::KvCacheBinding::kSeqlensInput)) {  // GroupQueryAttention's view of the lengths
+    std::vector<int64_t> last(lengths.size());
+    int64_t total = 0;
+    for (size_t r = 0; r < lengths.size(); ++r) last[r] = lengths[r] + S - 1, total = std::max(total, lengths[r] + S);
+    feed.emplace_back(passes::KvCacheBinding::kSeqlensInput, int_tensor(DType::kInt32, {n}, last));
+    feed.emplace_back(passes::KvCacheBinding::kTotalInput, int_tensor(DType::kInt32, {}, {total}));
+  }
   if (const ValueInfo* pos = input("position_ids")) {
     std::vector<int64_t> p;
     for (int64_t r = 0; r < n; ++r)

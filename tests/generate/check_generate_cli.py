@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 failures = []
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
 
 
 def check(ok, what):
@@ -46,6 +47,36 @@ def main():
         check([r["tokens"] for r in results] == case["tokens"], f"{case['case']}: greedy tokens equal torch's")
         fields = {"prompt", "text", "tokens", "stop_reason", "prompt_tokens", "prefill_ms", "decode_ms_per_token", "tokens_per_s"}
         check(all(fields <= set(r) for r in results), f"{case['case']}: --json fields")
+
+    # onnxruntime-genai's form (GroupQueryAttention appending in place): FP32 makes torch's tokens,
+    # INT4 (MatMulNBits) the tokens of ONNX Runtime's own present->past loop on the same file.
+    for name in ("llama-tiny-contrib-fp32", "llama-tiny-contrib-int4-acc0"):
+        folder = os.path.join(a.models, name)
+        if not os.path.isdir(folder):
+            check(False, f"{name} is missing (the generative_models_contrib fixture makes it)")
+            continue
+        info = json.load(open(os.path.join(folder, "reference", "reference.json")))
+        for case in info["cases"]:
+            args = ["--pipeline", folder, "--max-new-tokens", str(info["new_tokens"]), "--json"]
+            for ids in case["prompt_ids"]:
+                args += ["--prompt-ids", ",".join(map(str, ids))]
+            rc, out, err = run(a.mminfer, *args)
+            got = [r["tokens"] for r in json.loads(out)["results"]] if rc == 0 else err.strip()
+            if info["precision"] == "fp32":
+                want = case["tokens"]
+            else:
+                import numpy as np
+                sys.path.insert(0, TOOLS)
+                import check_contrib_llama as ccl
+                import check_generative_model as cgm
+                arrays = {k: np.load(os.path.join(folder, "reference", v)) for k, v in case["files"].items()}
+                runner = cgm.OrtRunner()
+                try:
+                    pad = json.load(open(os.path.join(folder, "generation_config.json")))["pad_token_id"]
+                    want = ccl.contrib_loop(runner, folder, info, arrays, pad)[0].tolist()
+                finally:
+                    runner.close()
+            check(got == want, f"{name} {case['case']}: tokens equal {'torch' if info['precision'] == 'fp32' else 'ORT'}'s")
 
     # Text prompts go through tokenizer.json: the same ids as torch's tokenizer made.
     case = ref["cases"][0]

@@ -85,6 +85,8 @@ class GroupQueryAttentionKernel final : public Kernel {
     rotary_ = spec.a().get_int("do_rotary", 0) != 0;
     interleaved_ = spec.a().get_int("rotary_interleaved", 0) != 0;
     smooth_ = spec.a().get_int("smooth_softmax", 0) != 0;
+    // Set by passes/bind_kv_cache: the pasts are the runtime's cache buffers, written in place.
+    in_place_ = spec.a().get_int("mminfer_cache_in_place", 0) != 0;
     if (!causal_ && window_ > 0) gqa_fail("local_window_size needs causal attention");
     if (spec.a().get_int("sliding_window_cache", 0) != 0) gqa_fail("sliding_window_cache is not supported");
     if (spec.a().get_int("qk_output", 0) != 0) gqa_fail("qk_output is not supported");
@@ -160,7 +162,17 @@ class GroupQueryAttentionKernel final : public Kernel {
 
     FloatIn qf(in[0]), kf(s.packed ? nullptr : in[1]), vf(s.packed ? nullptr : in[2]), pkf(pk_t), pvf(pv_t);
     FloatOut of(out[0], B * S * N * H);
-    FloatOut pkey(out.size() > 1 ? out[1] : nullptr, B * NK * T * H), pval(out.size() > 2 ? out[2] : nullptr, B * NK * T * H);
+    // In place: the caches are the pasts themselves (float32 buffers the runtime lent this run).
+    Tensor pk_cache, pv_cache;
+    if (in_place_) {
+      if (!pk_t || !pv_t || pk_t->dtype() != DType::kFloat32 || s.past < s.total)
+        gqa_fail("an in-place cache needs float32 pasts of at least total_sequence_length positions");
+      pk_cache = Tensor::view(DType::kFloat32, pk_t->shape(), const_cast<void*>(pk_t->raw()));
+      pv_cache = Tensor::view(DType::kFloat32, pv_t->shape(), const_cast<void*>(pv_t->raw()));
+    }
+    Tensor* pk_out = in_place_ ? &pk_cache : out.size() > 1 ? out[1] : nullptr;
+    Tensor* pv_out = in_place_ ? &pv_cache : out.size() > 2 ? out[2] : nullptr;
+    FloatOut pkey(pk_out, B * NK * T * H), pval(pv_out, B * NK * T * H);
     const int64_t q_row = s.packed ? (N + 2 * NK) * H : N * H, kv_row = s.packed ? q_row : NK * H;
     const float* qd = qf.data();
     const float* kd = s.packed ? qd + N * H : kf.data();
@@ -234,7 +246,7 @@ class GroupQueryAttentionKernel final : public Kernel {
  private:
   int64_t heads_ = 0, kv_heads_ = 0, window_ = -1;
   float scale_ = 0.f, softcap_ = 0.f;
-  bool causal_ = true, rotary_ = false, interleaved_ = false, smooth_ = false;
+  bool causal_ = true, rotary_ = false, interleaved_ = false, smooth_ = false, in_place_ = false;
 };
 
 }  // namespace
