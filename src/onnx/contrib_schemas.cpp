@@ -108,6 +108,39 @@ OpSchema rotary_embedding() {
   return s;
 }
 
+// Weight-only quantized MatMul: Y is A's dtype, A's shape with the last dimension N. Typing it here
+// lets ONNX's inference (and its data propagation) carry on through the layers after it.
+OpSchema matmul_nbits() {
+  OpSchema s("MatMulNBits", __FILE__, __LINE__);
+  s.SetDomain(kMicrosoft).SinceVersion(1)
+      .Attr("K", "input features", AttributeProto::INT)
+      .Attr("N", "output features", AttributeProto::INT)
+      .Attr("bits", "bits per weight", AttributeProto::INT, static_cast<int64_t>(4))
+      .Attr("block_size", "weights per scale", AttributeProto::INT)
+      .Attr("accuracy_level", "activation precision allowed", AttributeProto::INT, static_cast<int64_t>(0))
+      .Input(0, "A", "", "T1")
+      .Input(1, "B", "", "T2")
+      .Input(2, "scales", "", "T1")
+      .Input(3, "zero_points", "", "T3", OpSchema::Optional)
+      .Input(4, "g_idx", "", "T4", OpSchema::Optional)
+      .Input(5, "bias", "", "T1", OpSchema::Optional)
+      .Output(0, "Y", "", "T1")
+      .TypeConstraint("T1", kFloats, "")
+      .TypeConstraint("T2", {"tensor(uint8)", "tensor(int32)"}, "")
+      .TypeConstraint("T3", {"tensor(uint8)", "tensor(int32)", "tensor(float)", "tensor(float16)", "tensor(bfloat16)"}, "")
+      .TypeConstraint("T4", {"tensor(int32)"}, "")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+        onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+        if (!onnx::hasInputShape(ctx, 0)) return;
+        const auto& a = ctx.getInputType(0)->tensor_type().shape();
+        if (a.dim_size() == 0) return;
+        auto* y = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+        for (int d = 0; d + 1 < a.dim_size(); ++d) *y->add_dim() = a.dim(d);
+        y->add_dim()->set_dim_value(onnx::getAttribute(ctx, "N", static_cast<int64_t>(0)));
+      });
+  return s;
+}
+
 }  // namespace
 
 void register_contrib_schemas() {
@@ -116,7 +149,8 @@ void register_contrib_schemas() {
     onnx::OpSchemaRegistry::Instance();  // the standard schemas first
     auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance();
     if (!ranges.Map().count(kMicrosoft)) ranges.AddDomainToVersion(kMicrosoft, 1, 1);
-    for (OpSchema s : {simplified_layer_norm(), skip_layer_norm(false), skip_layer_norm(true), rotary_embedding()}) {
+    for (OpSchema s : {simplified_layer_norm(), skip_layer_norm(false), skip_layer_norm(true), rotary_embedding(),
+                        matmul_nbits()}) {
       if (onnx::OpSchemaRegistry::Schema(s.Name(), s.domain())) continue;  // a newer onnx knows it
       onnx::OpSchemaRegistry::OpSchemaRegisterOnce reg(s);
     }

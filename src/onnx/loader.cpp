@@ -320,7 +320,7 @@ LoadedModel load_model_unchecked(const std::string& bytes, const std::string& ba
     }
   }
   out.graph = convert_graph(model.graph(), opsets, base_dir, false);
-  for (const ir::Node& n : out.graph.nodes)  // contrib ops ONNX's inference leaves unknown
+  for (const ir::Node& n : out.graph.nodes)  // outputs whose declared type hid the inferred one
     if (n.domain == "com.microsoft" && n.op_type == "MatMulNBits") infer_matmul_nbits_output(out.graph, n);
   out.graph.producer_name = model.producer_name();
   out.graph.ir_version = model.ir_version();

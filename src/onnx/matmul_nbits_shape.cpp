@@ -8,7 +8,9 @@ void infer_matmul_nbits_output(ir::Graph& graph, const ir::Node& node) {
   ir::Value& y = graph.values[node.outputs[0]];
   if (y.dtype == DType::kUndefined) y.dtype = a.dtype;
   const int64_t n = node.attrs.get_int("N", 0);
-  if (y.has_shape || !a.has_shape || a.dims.empty() || n <= 0) return;
+  // A declared output type without a shape leaves ONNX's inferred one unmerged (rank unknown or 1).
+  bool known = y.has_shape && y.dims.size() == a.dims.size() && !y.dims.empty() && y.dims.back() == n;
+  if (known || !a.has_shape || a.dims.empty() || n <= 0) return;
   y.has_shape = true;
   y.dims = a.dims;
   y.dims.back() = n;

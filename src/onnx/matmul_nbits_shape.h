@@ -1,6 +1,5 @@
-// Output type of com.microsoft MatMulNBits, which ONNX's own shape inference does not know:
-// A's dtype, and A's shape with the last dimension N. Kept to one function so that a general
-// mechanism for contrib-op shapes can take it over.
+// Output type of com.microsoft MatMulNBits where the file's declared outputs hide what the schema
+// (contrib_schemas.cpp) inferred: A's dtype, and A's shape with the last dimension N.
 #pragma once
 #include "ir/graph.h"
 

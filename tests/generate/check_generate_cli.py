@@ -78,6 +78,31 @@ def main():
                     runner.close()
             check(got == want, f"{name} {case['case']}: tokens equal {'torch' if info['precision'] == 'fp32' else 'ORT'}'s")
 
+    # `optimize --quantize int4` on the Optimum-form decoder: mminfer's cached loop makes the tokens of
+    # ONNX Runtime's present->past loop on the file mminfer wrote.
+    import numpy as np
+    sys.path.insert(0, TOOLS)
+    import check_generative_model as cgm
+    int4 = os.path.join(a.work, "llama-tiny-int4")
+    shutil.rmtree(int4, ignore_errors=True)
+    shutil.copytree(llama, int4, ignore=shutil.ignore_patterns("model.onnx"))
+    q = subprocess.run([a.mminfer, "optimize", os.path.join(llama, "model.onnx"), "-o", os.path.join(int4, "model.onnx"),
+                        "--quantize", "int4"], capture_output=True, text=True)
+    check(q.returncode == 0, f"optimize --quantize int4: {q.stderr.strip()[:200]}")
+    case = ref["cases"][1]
+    arrays = {k: np.load(os.path.join(llama, "reference", v)) for k, v in case["files"].items()}
+    runner = cgm.OrtRunner()
+    try:
+        want = [list(map(int, row)) for row in cgm.llama_loop(runner, int4, ref, arrays)[0]]
+    finally:
+        runner.close()
+    args = ["--pipeline", int4, "--max-new-tokens", str(ref["new_tokens"]), "--json"]
+    for ids in case["prompt_ids"]:
+        args += ["--prompt-ids", ",".join(map(str, ids))]
+    rc, out, err = run(a.mminfer, *args)
+    got = [r["tokens"] for r in json.loads(out)["results"]] if rc == 0 else err.strip()
+    check(got == want, "INT4 file written by optimize: tokens equal ONNX Runtime's on it")
+
     # Text prompts go through tokenizer.json: the same ids as torch's tokenizer made.
     case = ref["cases"][0]
     rc, out, err = run(a.mminfer, "--pipeline", llama, case["prompts"][0], "--max-new-tokens", "8", "--json")
