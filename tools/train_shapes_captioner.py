@@ -323,6 +323,8 @@ def main():
         sys.exit(f"train_shapes_captioner.py: error: unknown model {unknown[0]!r} (use {', '.join(CONFIGS)})")
     if args.steps is not None and args.steps < 1:
         sys.exit("train_shapes_captioner.py: error: --steps must be at least 1")
+    if args.threads < 1:
+        sys.exit("train_shapes_captioner.py: error: --threads must be at least 1")
     torch.set_num_threads(args.threads)
     for name in names:
         out = os.path.join(args.out, name)
