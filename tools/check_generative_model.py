@@ -176,12 +176,58 @@ def vlm_loop(runner, folder, info, ref):
     return np.concatenate(tokens, axis=1), np.stack(logits), {"image features": feature_error}
 
 
+def image_text_loop(runner, folder, info, ref, layout):
+    """VisionEncoderDecoder (ViT + GPT-2) greedy decoding as transformers' generate does it: the
+    encoder once, the decoder start token, then one token per step through the cache; a row that
+    produced eos gets eos from then on and the loop stops when every row has. layout as in
+    whisper_loop."""
+    hidden = runner.run(os.path.join(folder, "encoder_model.onnx"),
+                        {"pixel_values": ref["pixel_values"]})["last_hidden_state"]
+    ids = ref["decoder_input_ids"]
+    eos = info["eos_token_id"]
+    if layout == "merged":
+        merged = os.path.join(folder, "decoder_model_merged.onnx")
+        empty = np.zeros((ids.shape[0], info["heads"], 0, info["head_dim"]), np.float32)
+        past = {f"past_key_values.{i}.{side}.{kind}": empty for i in range(info["num_layers"])
+                for side in ("decoder", "encoder") for kind in ("key", "value")}
+        out = runner.run(merged, dict(input_ids=ids, encoder_hidden_states=hidden,
+                                      use_cache_branch=np.array([False]), **past))
+
+        def next_step(nxt, past):
+            return runner.run(merged, dict(input_ids=nxt, encoder_hidden_states=hidden,
+                                           use_cache_branch=np.array([True]), **past))
+    else:
+        out = runner.run(os.path.join(folder, "decoder_model.onnx"), {"input_ids": ids, "encoder_hidden_states": hidden})
+
+        def next_step(nxt, past):
+            return runner.run(os.path.join(folder, "decoder_with_past_model.onnx"), dict(input_ids=nxt, **past))
+    past = {k.replace("present", "past_key_values"): v for k, v in out.items() if k.startswith("present.")}
+    done = np.zeros(ids.shape[0], bool)
+    tokens, logits = [], []
+    for step in range(info["new_tokens"]):
+        last = out["logits"][:, -1, :]
+        nxt = np.where(done, eos, last.argmax(-1)).astype(np.int64)
+        done |= nxt == eos
+        tokens.append(nxt[:, None])
+        logits.append(last)
+        if done.all() or step + 1 == info["new_tokens"]:
+            break
+        out = next_step(nxt[:, None], past)
+        for k, v in out.items():
+            if k.startswith("present.") and ".decoder." in k:
+                past[k.replace("present", "past_key_values")] = v
+    return np.concatenate(tokens, axis=1), np.stack(logits)
+
+
 def layouts(folder, info):
     """(label, loop) per layout the folder has."""
     if info["kind"] == "decoder-only":
         return [("", llama_loop)]
     if info["kind"] == "vision-language":
         return [("", vlm_loop)]
+    if info["kind"] == "image-to-text":
+        return [("merged ", lambda *a: image_text_loop(*a, layout="merged")),
+                ("split ", lambda *a: image_text_loop(*a, layout="split"))]
     found = []
     if os.path.exists(os.path.join(folder, "decoder_model_merged.onnx")):
         found.append(("merged ", lambda *a: whisper_loop(*a, layout="merged")))
@@ -202,6 +248,10 @@ def check_case(runner, folder, info, case, rtol, layout, loop):
     ref = {k: np.load(os.path.join(folder, "reference", f)) for k, f in case["files"].items()}
     tokens, logits, *rest = loop(runner, folder, info, ref)
     stages = rest[0] if rest else {}  # relative errors of intermediate outputs, e.g. the image features
+    if tokens.shape != ref["tokens"].shape:  # a loop that stopped at another step
+        print(f"FAIL {runner.name} {info['model']} {layout}{case['case']}: {tokens.shape[1]} new tokens, "
+              f"torch made {ref['tokens'].shape[1]}")
+        return False
     worst = 0.0
     for step in range(ref["logits"].shape[0]):
         scale = float(np.abs(ref["logits"][step]).max())
