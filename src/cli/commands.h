@@ -15,5 +15,6 @@ int cmd_loadgen(int argc, char** argv);
 int cmd_optimize(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_transcribe(int argc, char** argv);
+int cmd_caption(int argc, char** argv);
 
 }  // namespace mminfer::cli

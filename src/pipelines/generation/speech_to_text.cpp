@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "generate/beam_decode.h"
+#include "pipelines/generation/folder_files.h"
 #include "generate/beam_result.h"
 
 namespace mminfer::pipelines {
@@ -16,34 +16,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string find_file(const fs::path& dir, const std::string& name) {
-  for (const char* sub : {"", "onnx"})
-    if (fs::is_regular_file(dir / sub / name)) return (dir / sub / name).string();
-  return "";
-}
-
-json read_json_file(const fs::path& path, bool required) {
-  std::ifstream in(path);
-  if (!in) {
-    if (required) throw Error(path.string() + " is missing");
-    return json::object();
-  }
-  try {
-    json j = json::parse(in);
-    if (!j.is_object()) throw Error(path.string() + ": not a JSON object");
-    return j;
-  } catch (const json::exception& e) {
-    throw Error(path.string() + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
-}
-
-int64_t int_field(const json& j, const char* key, int64_t fallback, const fs::path& file) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
-    throw Error(file.string() + ": " + key + " must be a positive whole number");
-  return j[key].get<int64_t>();
-}
 
 std::map<std::string, generate::TokenId> token_map(const json& j, const char* key, const fs::path& file) {
   std::map<std::string, generate::TokenId> out;
@@ -64,27 +36,27 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options) : dir_(dir) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
-  std::string encoder = find_file(dir, "encoder_model.onnx"), first = find_file(dir, "decoder_model.onnx"),
-              with_past = find_file(dir, "decoder_with_past_model.onnx");
+  std::string encoder = find_model_file(dir, "encoder_model.onnx"), first = find_model_file(dir, "decoder_model.onnx"),
+              with_past = find_model_file(dir, "decoder_with_past_model.onnx");
   if (encoder.empty()) throw Error(dir.string() + ": encoder_model.onnx is missing");
   if (first.empty() || with_past.empty())
     throw Error(dir.string() + ": decoder_model.onnx and decoder_with_past_model.onnx are needed (Optimum's split decoder)");
   if (!fs::is_regular_file(dir / "tokenizer.json")) throw Error(dir.string() + ": tokenizer.json is missing");
-  json config = read_json_file(dir / "config.json", true);
-  json pre = read_json_file(dir / "preprocessor_config.json", false);
-  json gen = read_json_file(dir / "generation_config.json", false);
+  json config = read_json_object(dir / "config.json", true);
+  json pre = read_json_object(dir / "preprocessor_config.json", false);
+  json gen = read_json_object(dir / "generation_config.json", false);
 
   audio::LogMelOptions mel;
   fs::path pre_file = dir / "preprocessor_config.json";
-  mel.n_mels = static_cast<int>(int_field(pre, "feature_size", int_field(config, "num_mel_bins", 80, dir / "config.json"), pre_file));
-  mel.sample_rate = static_cast<int>(int_field(pre, "sampling_rate", 16000, pre_file));
-  mel.hop = static_cast<int>(int_field(pre, "hop_length", 160, pre_file));
-  mel.n_fft = static_cast<int>(int_field(pre, "n_fft", 400, pre_file));
+  mel.n_mels = static_cast<int>(positive_int(pre, "feature_size", positive_int(config, "num_mel_bins", 80, dir / "config.json"), pre_file));
+  mel.sample_rate = static_cast<int>(positive_int(pre, "sampling_rate", 16000, pre_file));
+  mel.hop = static_cast<int>(positive_int(pre, "hop_length", 160, pre_file));
+  mel.n_fft = static_cast<int>(positive_int(pre, "n_fft", 400, pre_file));
   mel.fmax = mel.sample_rate / 2.0;
-  window_samples_ = int_field(pre, "n_samples", int_field(pre, "chunk_length", 30, pre_file) * mel.sample_rate, pre_file);
+  window_samples_ = positive_int(pre, "n_samples", positive_int(pre, "chunk_length", 30, pre_file) * mel.sample_rate, pre_file);
   mel.pad_or_trim = window_samples_;
   logmel_ = std::make_unique<audio::LogMel>(mel);
-  context_ = int_field(config, "max_target_positions", 448, dir / "config.json");
+  context_ = positive_int(config, "max_target_positions", 448, dir / "config.json");
 
   try {
     config_ = generate::read_generation_config(dir);

@@ -9,6 +9,7 @@
 #include "generate/beam_decode.h"
 #include "generate/beam_result.h"
 #include "mminfer/status.h"
+#include "pipelines/generation/folder_files.h"
 
 namespace mminfer::pipelines {
 
@@ -17,22 +18,11 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string find_decoder(const fs::path& dir) {
-  for (const char* sub : {"", "onnx"})
-    for (const char* name : {"model.onnx", "decoder_model_merged.onnx", "decoder_with_past_model.onnx"}) {
-      fs::path p = dir / sub / name;
-      if (fs::is_regular_file(p)) return p.string();
-    }
-  throw Error(dir.string() + ": no decoder found (model.onnx, decoder_model_merged.onnx or decoder_with_past_model.onnx)");
-}
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path.string() + ": cannot read it");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path.string() + ": not valid JSON (" + std::string(e.what()) + ")");
+  for (const char* name : {"model.onnx", "decoder_model_merged.onnx", "decoder_with_past_model.onnx"}) {
+    std::string path = find_model_file(dir, name);
+    if (!path.empty()) return path;
   }
+  throw Error(dir.string() + ": no decoder found (model.onnx, decoder_model_merged.onnx or decoder_with_past_model.onnx)");
 }
 
 }  // namespace
@@ -42,8 +32,7 @@ TextGenerator::TextGenerator(const fs::path& dir, const SessionOptions& options)
   fs::path tokenizer = dir / "tokenizer.json";
   if (!fs::is_regular_file(tokenizer)) throw Error(dir.string() + ": tokenizer.json is missing");
   if (!fs::is_regular_file(dir / "config.json")) throw Error(dir.string() + ": config.json is missing");
-  nlohmann::json config = read_json(dir / "config.json");
-  if (!config.is_object()) throw Error((dir / "config.json").string() + ": not a JSON object");
+  nlohmann::json config = read_json_object(dir / "config.json", true);
   const nlohmann::json& text = config.contains("text_config") ? config["text_config"] : config;
   if (text.contains("max_position_embeddings") && text["max_position_embeddings"].is_number_integer())
     context_ = text["max_position_embeddings"].get<int64_t>();

@@ -1,0 +1,92 @@
+// mminfer caption --pipeline DIR IMAGE... : text of images with an image-to-text model folder.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/input_files.h"
+#include "cli/json_output.h"
+#include "cli/output_text.h"
+#include "pipelines/generation/image_to_text.h"
+
+namespace mminfer::cli {
+
+int cmd_caption(int argc, char** argv) {
+  Args args(argc, argv, 2, {"--pipeline", "--max-new-tokens", "--beam", "--threads"}, {"--help", "--json", "--jsonl"});
+  if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
+    std::fputs(
+        "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--threads N]\n"
+        "                       [--json | --jsonl]\n"
+        "  the text of each image with an image-to-text folder (Optimum's vision-encoder-decoder export:\n"
+        "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and the\n"
+        "  configs); the images are encoded and decoded together. --json prints {\"results\": [{\"input\",\n"
+        "  \"text\", \"tokens\"}], \"encoder_ms\", \"prefill_ms\", \"decode_ms_per_token\"}\n"
+        "  a bad image prints one error line and the others still run (exit status 1)\n",
+        args.usage_stream());
+    return args.has("--help") ? 0 : 2;
+  }
+  SessionOptions session;
+  session.threads = threads_flag(args);
+  pipelines::CaptionOptions options;
+  if (args.has("--max-new-tokens")) {
+    int n = args.get_int("--max-new-tokens", 0);
+    if (n <= 0) throw Error("--max-new-tokens must be at least 1, got " + std::to_string(n));
+    options.max_new_tokens = static_cast<size_t>(n);
+  }
+  if (args.has("--beam")) {
+    int beams = args.get_int("--beam", 1);
+    if (beams < 1 || beams > 16) throw Error("--beam must be from 1 to 16, got " + std::to_string(beams));
+    options.beams = static_cast<size_t>(beams);
+  }
+  pipelines::ImageToText model(args.get("--pipeline"), session);
+
+  // Every readable image goes into one batch; the others get their error line.
+  const auto& files = args.positional();
+  std::vector<std::string> errors(files.size());
+  std::vector<image::Image> images;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < files.size(); ++i) {
+    try {
+      image::Image img = image::decode_image(read_input_file(files[i]));
+      model.preprocess(img);  // size rules checked before the batch runs
+      images.push_back(std::move(img));
+      at.push_back(i);
+    } catch (const Error& e) {
+      errors[i] = e.what();
+    }
+  }
+  pipelines::Captions captions;
+  if (!images.empty()) captions = model.caption(images, options);
+  std::vector<const generate::DecodedSequence*> result(files.size(), nullptr);
+  for (size_t k = 0; k < at.size(); ++k) result[at[k]] = &captions.sequences[k];
+
+  JsonForm form = json_flag(args);
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  int failures = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    nlohmann::ordered_json item;
+    if (!errors[i].empty()) {
+      ++failures;
+      std::fprintf(stderr, "mminfer caption: error: %s: %s\n", one_line_text(files[i]).c_str(), errors[i].c_str());
+      item = {{"input", files[i]}, {"error", errors[i]}};
+    } else {
+      item = {{"input", files[i]}, {"text", result[i]->text}, {"tokens", result[i]->tokens}};
+      if (form == JsonForm::kNone) std::printf("%s: %s\n", one_line_text(files[i]).c_str(), result[i]->text.c_str());
+    }
+    if (form == JsonForm::kLines) std::printf("%s\n", json_text(item).c_str());
+    list.push_back(std::move(item));
+  }
+  const auto& t = captions.timings;
+  double per_token = t.decode_steps ? t.decode_ms / static_cast<double>(t.decode_steps) : 0.0;
+  if (form == JsonForm::kDocument) {
+    nlohmann::ordered_json doc = {{"results", list},
+                                  {"encoder_ms", captions.encoder_ms},
+                                  {"prefill_ms", t.prefill_ms},
+                                  {"decode_ms_per_token", per_token}};
+    std::printf("%s\n", json_text(doc).c_str());
+  }
+  return failures ? 1 : 0;
+}
+
+}  // namespace mminfer::cli

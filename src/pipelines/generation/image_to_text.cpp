@@ -1,0 +1,118 @@
+#include "pipelines/generation/image_to_text.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "generate/beam_decode.h"
+#include "generate/beam_result.h"
+#include "modal/image/resize.h"
+#include "pipelines/generation/folder_files.h"
+
+namespace mminfer::pipelines {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::array<float, 3> three_floats(const json& j, const char* key, std::array<float, 3> fallback, const fs::path& file) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j[key];
+  if (v.is_number()) return {v.get<float>(), v.get<float>(), v.get<float>()};
+  if (!v.is_array() || v.size() != 3 || !v[0].is_number() || !v[1].is_number() || !v[2].is_number())
+    throw Error(file.string() + ": " + key + " must be a number or three numbers");
+  return {v[0].get<float>(), v[1].get<float>(), v[2].get<float>()};
+}
+
+}  // namespace
+
+ImageToText::ImageToText(const fs::path& dir, const SessionOptions& options) {
+  if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
+  std::string encoder = find_model_file(dir, "encoder_model.onnx"), first = find_model_file(dir, "decoder_model.onnx"),
+              with_past = find_model_file(dir, "decoder_with_past_model.onnx");
+  if (encoder.empty()) throw Error(dir.string() + ": encoder_model.onnx is missing");
+  if (first.empty() || with_past.empty())
+    throw Error(dir.string() + ": decoder_model.onnx and decoder_with_past_model.onnx are needed (Optimum's split decoder)");
+  if (!fs::is_regular_file(dir / "tokenizer.json")) throw Error(dir.string() + ": tokenizer.json is missing");
+  json config = read_json_object(dir / "config.json", true);
+  fs::path pre_file = dir / "preprocessor_config.json";
+  json pre = read_json_object(pre_file, true);
+
+  if (pre.contains("size")) {
+    const json& size = pre["size"];
+    if (size.is_number_integer()) {
+      width_ = height_ = size.get<int>();
+    } else if (size.is_object()) {
+      width_ = static_cast<int>(positive_int(size, "width", 224, pre_file));
+      height_ = static_cast<int>(positive_int(size, "height", 224, pre_file));
+    } else {
+      throw Error(pre_file.string() + ": size must be a number or {\"height\", \"width\"}");
+    }
+  }
+  resize_ = pre.value("do_resize", true);
+  bool rescale = pre.value("do_rescale", true);
+  double factor = pre.contains("rescale_factor") && pre["rescale_factor"].is_number() ? pre["rescale_factor"].get<double>() : 1 / 255.0;
+  if (!rescale || std::fabs(factor * 255.0 - 1.0) > 1e-6)
+    throw Error(pre_file.string() + ": only pixels rescaled by 1/255 are supported");
+  if (pre.value("do_normalize", true)) {
+    norm_.mean = three_floats(pre, "image_mean", {0.5f, 0.5f, 0.5f}, pre_file);
+    norm_.std = three_floats(pre, "image_std", {0.5f, 0.5f, 0.5f}, pre_file);
+    for (float s : norm_.std)
+      if (!(s > 0)) throw Error(pre_file.string() + ": image_std must be positive");
+  }
+  const json& decoder_config = config.contains("decoder") && config["decoder"].is_object() ? config["decoder"] : config;
+  context_ = positive_int(decoder_config, "n_positions",
+                          positive_int(decoder_config, "max_position_embeddings", 0, dir / "config.json"), dir / "config.json");
+  try {
+    config_ = generate::read_generation_config(dir);
+  } catch (const std::invalid_argument& e) {
+    throw Error(e.what());
+  }
+  if (!config_.decoder_start_token_id && !config_.bos_token_id)
+    throw Error(dir.string() + ": no decoder_start_token_id in config.json or generation_config.json");
+  tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
+  Status s = Session::load(encoder, options, &encoder_);
+  if (!s) throw Error(encoder + ": " + s.message());
+  decoder_ = std::make_unique<generate::EncoderDecoderModel>(first, with_past, options);
+}
+
+Tensor ImageToText::preprocess(const image::Image& img) const {
+  if (!resize_ && (img.width != width_ || img.height != height_))
+    throw Error("the image is " + std::to_string(img.width) + "x" + std::to_string(img.height) + " and the model takes " +
+                std::to_string(width_) + "x" + std::to_string(height_) + " without resizing");
+  return image::to_chw(resize_ ? image::resize(img, width_, height_, image::ResizeFilter::kBilinear) : img, norm_);
+}
+
+Captions ImageToText::caption(const std::vector<image::Image>& images, const CaptionOptions& options) {
+  if (images.empty()) throw Error("no image to caption");
+  Captions out;
+  std::vector<Tensor> pixels;
+  for (const image::Image& img : images) pixels.push_back(preprocess(img));
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> states;
+  Status s = encoder_->run({{"pixel_values", image::stack_batch(pixels)}}, &states);
+  if (!s) throw Error(s.message());
+  out.encoder_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  generate::DecodeRequest request;
+  request.config = config_;
+  if (options.max_new_tokens) request.config.max_new_tokens = options.max_new_tokens;
+  if (options.beams) request.config.num_beams = options.beams;
+  request.config.num_return_sequences = 1;
+  request.context = context_;
+  request.prompts.assign(images.size(), {config_.decoder_start_token_id.value_or(config_.bos_token_id.value_or(0))});
+  auto detokenize = [this](std::span<const generate::TokenId> ids) {
+    return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
+  };
+  const int64_t beams = static_cast<int64_t>(std::max<size_t>(1, request.config.num_beams));
+  decoder_->set_encoder_states(states[0], beams);
+  if (beams > 1) {
+    for (const auto& best : generate::beam_decode(*decoder_, request, &out.timings))
+      out.sequences.push_back(generate::best_sequence(best, request.config, detokenize));
+  } else {
+    out.sequences = generate::decode(*decoder_, request, detokenize, &out.timings);
+  }
+  return out;
+}
+
+}  // namespace mminfer::pipelines

@@ -1,0 +1,51 @@
+// An image-to-text folder as Optimum exports transformers' VisionEncoderDecoderModel (ViT + GPT-2,
+// TrOCR-like): encoder_model.onnx (pixel_values -> last_hidden_state), decoder_model.onnx and
+// decoder_with_past_model.onnx, config.json, generation_config.json, tokenizer.json and
+// preprocessor_config.json (ViTImageProcessor: size, rescale, mean, std). The images of one call
+// go through the encoder together and decode as the rows of one batch.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "generate/decode_loop.h"
+#include "generate/encoder_decoder_model.h"
+#include "modal/image/image.h"
+#include "modal/image/normalize.h"
+#include "modal/text/tokenizer.h"
+#include "mminfer/session.h"
+
+namespace mminfer::pipelines {
+
+struct CaptionOptions {
+  size_t max_new_tokens = 0;  // 0: the folder's generation_config
+  size_t beams = 0;           // > 1: beam search; 0: the folder's num_beams
+};
+
+struct Captions {
+  std::vector<generate::DecodedSequence> sequences;  // one per image
+  generate::DecodeTimings timings;
+  double encoder_ms = 0;
+};
+
+class ImageToText {
+ public:
+  // Throws Error naming the folder and what is missing or wrong.
+  ImageToText(const std::filesystem::path& dir, const SessionOptions& options);
+
+  // float32 [3, H, W] as the folder's image processor makes it.
+  Tensor preprocess(const image::Image& image) const;
+  Captions caption(const std::vector<image::Image>& images, const CaptionOptions& options);
+
+ private:
+  int width_ = 224, height_ = 224;
+  bool resize_ = true;
+  image::Normalization norm_;
+  generate::GenerationConfig config_;
+  int64_t context_ = 0;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<Session> encoder_;
+  std::unique_ptr<generate::EncoderDecoderModel> decoder_;
+};
+
+}  // namespace mminfer::pipelines

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""`mminfer caption` on the trained shapes captioner (tools/train_shapes_captioner.py): the held-out
+PNGs decoded and preprocessed in C++, encoded and decoded as one batch with the runtime-owned
+cache. Greedy captions must equal torch's for every image; beam search and decoders quantized by
+`mminfer optimize --quantize int4` / `int8w` must stay within 1 point of FP32's exact-match
+accuracy (figures printed). Bad images get one line each and the rest still run.
+
+    check_caption_cli.py --mminfer BIN --model DIR --work DIR"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def caption(mminfer, folder, images, *extra):
+    p = subprocess.run([mminfer, "caption", "--pipeline", folder, *images, "--json", *extra],
+                       capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def accuracy(results, truth):
+    return sum(r.get("text") == truth[os.path.basename(r["input"])] for r in results) / len(truth)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mminfer", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    truth = json.load(open(os.path.join(a.model, "eval", "captions.json")))
+    torch_captions = json.load(open(os.path.join(a.model, "reference", "accuracy.json")))["predicted"]
+    images = sorted(glob.glob(os.path.join(a.model, "eval", "*.png")))
+
+    rc, out, err = caption(a.mminfer, a.model, images)
+    if rc != 0:
+        check(False, f"greedy: exit {rc}: {err.strip()[:300]}")
+        return 1
+    doc = json.loads(out)
+    results = doc["results"]
+    fp32 = accuracy(results, truth)
+    same = sum(r["text"] == torch_captions[os.path.basename(r["input"])] for r in results)
+    print(f"greedy FP32: exact match {fp32:.4f} ({len(images)} images), {same} captions equal torch's")
+    check(same == len(images), "every greedy caption equals torch's")
+    check({"encoder_ms", "prefill_ms", "decode_ms_per_token"} <= set(doc), "--json timings")
+
+    rc, out, err = caption(a.mminfer, a.model, images[:64], "--beam", "3")
+    beam = accuracy(json.loads(out)["results"], {os.path.basename(i): truth[os.path.basename(i)] for i in images[:64]}) if rc == 0 else 0
+    print(f"beam 3 (64 images): exact match {beam:.4f}")
+    check(rc == 0 and beam >= fp32 - 0.01, "beam search within 1 point")
+
+    for q in ("int8w", "int4"):
+        folder = os.path.join(a.work, f"captioner-{q}")
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(a.model, folder, ignore=shutil.ignore_patterns("decoder_*.onnx", "eval", "reference"))
+        for f in ("decoder_model.onnx", "decoder_with_past_model.onnx"):
+            p = subprocess.run([a.mminfer, "optimize", os.path.join(a.model, f), "-o", os.path.join(folder, f), "--quantize", q],
+                               capture_output=True, text=True)
+            check(p.returncode == 0, f"optimize {f} --quantize {q}: {p.stderr.strip()[:200]}")
+        rc, out, err = caption(a.mminfer, folder, images)
+        acc = accuracy(json.loads(out)["results"], truth) if rc == 0 else 0
+        print(f"{q} decoder weights: exact match {acc:.4f}")
+        check(rc == 0 and acc >= fp32 - 0.01, f"{q} decoder within 1 point of FP32")
+
+    junk = os.path.join(a.work, "junk.png")
+    open(junk, "wb").write(b"\x89PNG\r\n\x1a\n broken")
+    rc, out, err = caption(a.mminfer, a.model, [images[0], junk, os.path.join(a.work, "absent.png")])
+    lines = err.strip().splitlines()
+    doc = json.loads(out) if out else {"results": []}
+    ok_first = doc["results"] and doc["results"][0].get("text") == torch_captions[os.path.basename(images[0])]
+    check(rc == 1 and len(lines) == 2 and "junk.png" in lines[0] and "absent.png" in lines[1] and ok_first,
+          f"bad images: one line each, the good one captioned: {err.strip()[:300]}")
+    p = subprocess.run([a.mminfer, "caption", "--pipeline", a.work, images[0]], capture_output=True, text=True)
+    check(p.returncode == 1 and "encoder_model.onnx is missing" in p.stderr, "a folder without the model")
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
