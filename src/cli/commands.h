@@ -16,5 +16,6 @@ int cmd_optimize(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_transcribe(int argc, char** argv);
 int cmd_caption(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 
 }  // namespace mminfer::cli

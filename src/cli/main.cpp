@@ -29,6 +29,7 @@ void usage(std::FILE* out) {
       "  generate --pipeline DIR PROMPT...  text from a language model, streamed as it is made\n"
       "  transcribe --pipeline DIR AUDIO...  speech to text with a Whisper-style model\n"
       "  caption --pipeline DIR IMAGE...  text of images with an image-to-text model\n"
+      "  chat --pipeline DIR [--image F] QUESTION  an answer about an image (vision-language model)\n"
       "  serve [--repository DIR] [--port 8000]  the inference server (KServe v2, /v1/embeddings, /v1/ocr)\n"
       "  loadgen --url URL                load a running server with embedding requests, report req/s and latencies\n"
       "\n"
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return mminfer::cli::cmd_generate(argc, argv);
     if (cmd == "transcribe") return mminfer::cli::cmd_transcribe(argc, argv);
     if (cmd == "caption") return mminfer::cli::cmd_caption(argc, argv);
+    if (cmd == "chat") return mminfer::cli::cmd_chat(argc, argv);
   } catch (const mminfer::Error& e) {
     std::fprintf(stderr, "mminfer %s: error: %s\n", cmd.c_str(), e.what());
     return 1;

@@ -1,0 +1,150 @@
+#include "pipelines/generation/vision_language.h"
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+#include "generate/step_model.h"
+#include "modal/image/resize.h"
+#include "pipelines/generation/folder_files.h"
+
+namespace mminfer::pipelines {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::unique_ptr<Session> load(const fs::path& dir, const std::string& name, const SessionOptions& options) {
+  std::string path = find_model_file(dir, name);
+  if (path.empty()) throw Error(dir.string() + ": " + name + " is missing");
+  std::unique_ptr<Session> s;
+  Status st = Session::load(path, options, &s);
+  if (!st) throw Error(path + ": " + st.message());
+  return s;
+}
+
+Tensor run_one(Session& s, const std::string& input, const Tensor& t) {
+  std::vector<Tensor> out;
+  Status st = s.run({{input, t}}, &out);
+  if (!st) throw Error(st.message());
+  if (out.empty() || out[0].dtype() != DType::kFloat32 || out[0].rank() != 3)
+    throw Error("expected float32 [batch, positions, width] from the model given '" + input + "'");
+  return out[0];
+}
+
+// Embeds tokens and, in the prefill, writes the image's features over the image tokens.
+class VisionLanguageModel final : public generate::StepModel {
+ public:
+  VisionLanguageModel(runtime::CachedDecoder& decoder, Session& embed, generate::TokenId image_token, const Tensor* features)
+      : decoder_(decoder), embed_(embed), image_token_(image_token), features_(features) {}
+  void start(int64_t rows, int64_t capacity) override { cache_.emplace(decoder_.make_cache(rows, capacity)); }
+  int64_t length(int64_t row) const override { return cache_->length(row); }
+  int64_t capacity() const override { return cache_->capacity(); }
+  size_t cache_bytes() const override { return cache_->bytes(); }
+  void reorder(std::span<const int64_t> sources) override { cache_->reorder(sources); }
+
+  Tensor prefill(int64_t row, const std::vector<generate::TokenId>& prompt) override {
+    Tensor embeds = run_one(embed_, "input_ids", generate::ids_tensor(prompt));
+    const int64_t width = embeds.dim(2);
+    int64_t used = 0;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      if (prompt[i] != image_token_) continue;
+      if (!features_ || used >= features_->dim(1))
+        throw Error("the prompt holds more image tokens than the image has features");
+      if (features_->dim(2) != width)
+        throw Error("image features are " + std::to_string(features_->dim(2)) + " wide, token embeddings " + std::to_string(width));
+      std::memcpy(embeds.data<float>() + i * width, features_->data<float>() + used * width, sizeof(float) * width);
+      ++used;
+    }
+    if (features_ && used != features_->dim(1))
+      throw Error("the prompt holds " + std::to_string(used) + " image tokens for " + std::to_string(features_->dim(1)) +
+                  " image features");
+    return decoder_.step(*cache_, row, "inputs_embeds", embeds);
+  }
+  Tensor step(int64_t row, const Tensor& ids) override {
+    return decoder_.step(*cache_, row, "inputs_embeds", run_one(embed_, "input_ids", ids));
+  }
+
+ private:
+  runtime::CachedDecoder& decoder_;
+  Session& embed_;
+  generate::TokenId image_token_;
+  const Tensor* features_;
+  std::optional<runtime::KvCache> cache_;
+};
+
+}  // namespace
+
+VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& options) {
+  if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
+  fs::path config_file = dir / "config.json", pre_file = dir / "preprocessor_config.json";
+  json config = read_json_object(config_file, true);
+  json pre = read_json_object(pre_file, false);
+  if (!fs::is_regular_file(dir / "tokenizer.json")) throw Error(dir.string() + ": tokenizer.json is missing");
+  if (!config.contains("image_token_id") || !config["image_token_id"].is_number_integer())
+    throw Error(config_file.string() + ": image_token_id is missing");
+  image_token_ = config["image_token_id"].get<generate::TokenId>();
+  image_seq_len_ = positive_int(config, "image_seq_len", 64, config_file);
+  const json& text = config.contains("text_config") ? config["text_config"] : config;
+  context_ = positive_int(text, "max_position_embeddings", 0, config_file);
+  if (pre.contains("size") && pre["size"].is_object()) size_ = static_cast<int>(positive_int(pre["size"], "longest_edge", size_, pre_file));
+  if (pre.value("do_image_splitting", false)) throw Error(pre_file.string() + ": image splitting is not supported yet");
+  if (pre.value("do_normalize", true)) {
+    auto three = [&](const char* key) {
+      std::array<float, 3> v{0.5f, 0.5f, 0.5f};
+      if (pre.contains(key) && pre[key].is_array() && pre[key].size() == 3)
+        for (int c = 0; c < 3; ++c) v[c] = pre[key][c].get<float>();
+      return v;
+    };
+    norm_.mean = three("image_mean");
+    norm_.std = three("image_std");
+  }
+  try {
+    config_ = generate::read_generation_config(dir);
+  } catch (const std::invalid_argument& e) {
+    throw Error(e.what());
+  }
+  tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
+  vision_ = load(dir, "vision_encoder.onnx", options);
+  embed_ = load(dir, "embed_tokens.onnx", options);
+  std::string decoder = find_model_file(dir, "decoder_model_merged.onnx");
+  if (decoder.empty()) throw Error(dir.string() + ": decoder_model_merged.onnx is missing");
+  decoder_ = std::make_unique<runtime::CachedDecoder>(decoder, options);
+  if (!decoder_->has_input("inputs_embeds")) throw Error(decoder + ": the decoder takes no inputs_embeds");
+}
+
+std::vector<generate::TokenId> VisionLanguage::prompt_ids(const std::string& question, bool with_image) const {
+  std::string image;
+  if (with_image) {
+    image = "<fake_token_around_image><global-img>";
+    for (int64_t i = 0; i < image_seq_len_; ++i) image += "<image>";
+    image += "<fake_token_around_image>";
+  }
+  text::Encoding e = tokenizer_->encode("<|im_start|>User:" + image + question + "<end_of_utterance>\nAssistant:", false);
+  return std::vector<generate::TokenId>(e.ids.begin(), e.ids.end());
+}
+
+Tensor VisionLanguage::pixels(const image::Image& img) const {
+  Tensor chw = image::to_chw(image::resize(img, size_, size_, image::ResizeFilter::kBilinear), norm_);
+  std::vector<Tensor> one = {chw};
+  return image::stack_batch(one);
+}
+
+generate::DecodedSequence VisionLanguage::answer(const std::string& question, const image::Image* img,
+                                                 generate::DecodeRequest request, generate::DecodeTimings* timings,
+                                                 double* encoder_ms) {
+  Tensor features;
+  auto t0 = std::chrono::steady_clock::now();
+  if (img) features = run_one(*vision_, "pixel_values", pixels(*img));
+  if (encoder_ms) *encoder_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  request.prompts = {prompt_ids(question, img != nullptr)};
+  if (request.context <= 0) request.context = context_;
+  VisionLanguageModel model(*decoder_, *embed_, image_token_, img ? &features : nullptr);
+  auto detokenize = [this](std::span<const generate::TokenId> ids) {
+    return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
+  };
+  return generate::decode(model, request, detokenize, timings).at(0);
+}
+
+}  // namespace mminfer::pipelines

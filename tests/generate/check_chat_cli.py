@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""`mminfer chat` on the SmolVLM-shaped vlm-tiny (tools/make_generative_models.py): for every
+reference question and image, the PNG decoded and preprocessed in C++, the features spliced over the
+image tokens, the decoder's cache owned by the runtime; the answer's tokens must equal torch's
+greedy ones (up to an end token). Bad input gets one line.
+
+    check_chat_cli.py --mminfer BIN --model DIR --work DIR"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mminfer", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    ref = json.load(open(os.path.join(a.model, "reference", "reference.json")))
+    eos = json.load(open(os.path.join(a.model, "generation_config.json")))["eos_token_id"]
+    eos = eos if isinstance(eos, list) else [eos]
+    for case in ref["cases"]:
+        for q, img, ids, want in zip(case["questions"], case["images"], case["prompt_ids"], case["tokens"]):
+            for stop in range(len(want)):
+                if want[stop] in eos:
+                    want = want[:stop + 1]
+                    break
+            p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "--image", os.path.join(a.model, "reference", img),
+                                q, "--max-new-tokens", str(ref["new_tokens"]), "--json"], capture_output=True, text=True, timeout=300)
+            r = json.loads(p.stdout) if p.returncode == 0 else {}
+            check(r.get("tokens") == want and r.get("prompt_tokens") == len(ids),
+                  f"{case['case']} {img} '{q}': {len(want)} tokens equal torch's {p.stderr.strip()[:200] if p.returncode else ''}")
+    junk = os.path.join(a.work, "junk.png")
+    open(junk, "wb").write(b"not an image")
+    p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "--image", junk, "hi"], capture_output=True, text=True)
+    check(p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, f"a bad image: {p.stderr.strip()[:200]}")
+    p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "hi", "--max-new-tokens", "4", "--json"],
+                       capture_output=True, text=True)
+    check(p.returncode == 0 and len(json.loads(p.stdout)["tokens"]) <= 4, "a question without an image")
+    p = subprocess.run([a.mminfer, "chat", "--pipeline", a.work, "hi"], capture_output=True, text=True)
+    check(p.returncode == 1 and "config.json is missing" in p.stderr, "a folder without the model")
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
