@@ -51,13 +51,16 @@ def check_encoders():
     print("Q8_0 and Q4_0 encoders: every value within half a step (Q4_0: one at the clipped end)")
 
 
-def run_llamacpp(gguf, prompt, new_tokens):
-    r = subprocess.run([os.environ.get("MMINFER_NODE", "node"), os.path.join(HERE, "llamacpp_generate.js"), "--model", gguf,
-                        "--prompt", ",".join(map(str, prompt)), "--new-tokens", str(new_tokens)],
-                       capture_output=True, text=True)
+def run_llamacpp(gguf, prompts, new_tokens):
+    """llama.cpp's new tokens for each prompt, one process for all (the model loads once)."""
+    cmd = [os.environ.get("MMINFER_NODE", "node"), os.path.join(HERE, "llamacpp_generate.js"), "--model", gguf,
+           "--new-tokens", str(new_tokens)]
+    for prompt in prompts:
+        cmd += ["--prompt", ",".join(map(str, prompt))]
+    r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"check_llamacpp.py: llamacpp_generate.js failed: {r.stderr.strip()}")
-    return json.loads(r.stdout)["tokens"]
+    return [json.loads(line)["tokens"] for line in r.stdout.strip().splitlines()]
 
 
 def main():
@@ -85,8 +88,8 @@ def main():
         gguf = os.path.join(args.work_dir, f"{os.path.basename(os.path.normpath(args.folder))}-{kind}.gguf")
         cmd = [sys.executable, os.path.join(HERE, "write_gguf.py"), args.folder, gguf, "--type", kind]
         subprocess.run(cmd + (["--no-rope-permute"] if args.no_rope_permute else []), check=True)
-        for prompt, want in cases.items():
-            got = run_llamacpp(gguf, prompt, len(want))
+        new_tokens = max(len(w) for w in cases.values())
+        for (prompt, want), got in zip(cases.items(), run_llamacpp(gguf, list(cases), new_tokens)):
             agree = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), len(want))
             need = len(want) if kind == "f32" else min(args.q8_prefix, len(want))
             ok = agree >= need
