@@ -69,7 +69,8 @@ async function main() {
   const llama = await getLlama({gpu: false, build: 'never', skipDownload: true, usePrebuiltBinaries: true,
                                 progressLogs: false, logLevel: LlamaLogLevel.error, maxThreads: opts.threads});
   const model = await llama.loadModel({modelPath: path.resolve(opts.model), gpuLayers: 0});
-  const vocab = model.fileInsights.metadata?.llama?.vocab_size ?? model.tokens.vocabSize ?? Infinity;
+  const meta = model.fileInfo.metadata ?? {};
+  const vocab = meta.tokenizer?.ggml?.tokens?.length ?? meta.llama?.vocab_size ?? Infinity;
   const longest = Math.max(...opts.prompts.map((p) => p.length));
   for (const prompt of opts.prompts) {
     const bad = prompt.find((t) => t >= vocab);

@@ -120,11 +120,14 @@ def write_gguf(path, metadata, tensors):
         head += struct.pack("<IQ", t, offset)
         offset += -(-len(data) // ALIGNMENT) * ALIGNMENT
     head += b"\0" * (-len(head) % ALIGNMENT)
-    with open(path, "wb") as f:
-        f.write(head)
-        for data in datas:
-            f.write(data)
-            f.write(b"\0" * (-len(data) % ALIGNMENT))
+    try:
+        with open(path, "wb") as f:
+            f.write(head)
+            for data in datas:
+                f.write(data)
+                f.write(b"\0" * (-len(data) % ALIGNMENT))
+    except OSError as e:
+        fail(f"cannot write {path}: {e.strerror}")
 
 
 # --- reading the folder ----------------------------------------------------------------------
@@ -164,8 +167,11 @@ def rope_interleave(w, heads):
 
 
 def tokenizer_metadata(folder, config):
-    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
-        tok = json.load(f)
+    try:
+        with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as f:
+            tok = json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"cannot read {os.path.join(folder, 'tokenizer.json')}: {e}")
     model = tok.get("model") or {}
     if model.get("type") != "BPE" or (tok.get("pre_tokenizer") or {}).get("type") != "ByteLevel":
         fail("tokenizer.json is not a byte-level BPE tokenizer (llama.cpp's \"gpt2\" model)")
@@ -213,7 +219,10 @@ def build(folder, out, kind):
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads", heads)
     head_dim = config.get("head_dim", d // heads)
-    weights = onnx_weights(model_path)
+    try:
+        weights = onnx_weights(model_path)
+    except Exception as e:  # onnx's parse errors have no common type
+        fail(f"cannot read {model_path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     ggml_type, file_type = FILE_TYPES[kind]
 
     def w(name, shape):
