@@ -149,4 +149,11 @@ InterOp inter_op_flag(const Args& args) {
   throw Error("--inter-op expects auto, off or on, got '" + v + "'");
 }
 
+DType kv_cache_flag(const Args& args) {
+  std::string v = args.get("--kv-cache", "fp32");
+  if (v == "fp32") return DType::kFloat32;
+  if (v == "fp16") return DType::kFloat16;
+  throw Error("--kv-cache must be fp32 or fp16, got '" + v + "'");
+}
+
 }  // namespace mminfer::cli

@@ -40,6 +40,9 @@ int threads_flag(const Args& args);
 // --inter-op auto|off|on (auto when absent); throws Error on anything else.
 InterOp inter_op_flag(const Args& args);
 
+// --kv-cache fp32|fp16 (fp32 when absent): the dtype of a generative model's KV cache.
+DType kv_cache_flag(const Args& args);
+
 // --outputs NAME,NAME: the model outputs to compute (all when absent); empty names are an error.
 std::vector<std::string> outputs_flag(const Args& args);
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -36,6 +37,9 @@ double peak_rss_mb() {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "--pipeline" || std::string(argv[i]).rfind("--pipeline=", 0) == 0)
+      return cmd_bench_generate(argc, argv);
   Args args(argc, argv, 2,
             with_precision_flags(
                 {"--input", "--shape", "--runs", "--warmup", "--threads", "--int-range", "--opt-level", "--profile", "--inter-op",
@@ -50,7 +54,8 @@ int cmd_bench(int argc, char** argv) {
         "--json: only one JSON object on stdout (median_ms, p90_ms, min_ms, runs, threads, peak_rss_mb,\n"
         "  weight_bytes, op_ms), nothing else\n"
         "--op-times: time per op type over the timed runs (each node timed, so totals run a little slower)\n"
-        "--outputs: compute only these outputs, and none of the work only the others need\n",
+        "--outputs: compute only these outputs, and none of the work only the others need\n"
+        "mminfer bench --pipeline DIR times a generative folder's prefill and decode (see --pipeline DIR --help)\n",
         args.usage_stream());
     if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream()), std::fputs(kProgressUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;

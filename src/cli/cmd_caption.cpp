@@ -13,11 +13,11 @@
 namespace mminfer::cli {
 
 int cmd_caption(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--max-new-tokens", "--beam", "--threads"}, {"--help", "--json", "--jsonl"});
+  Args args(argc, argv, 2, {"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads"}, {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
-        "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--threads N]\n"
-        "                       [--json | --jsonl]\n"
+        "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16]\n"
+        "                       [--threads N] [--json | --jsonl]\n"
         "  the text of each image with an image-to-text folder (Optimum's vision-encoder-decoder export:\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and the\n"
         "  configs); the images are encoded and decoded together. --json prints {\"results\": [{\"input\",\n"
@@ -39,7 +39,7 @@ int cmd_caption(int argc, char** argv) {
     if (beams < 1 || beams > 16) throw Error("--beam must be from 1 to 16, got " + std::to_string(beams));
     options.beams = static_cast<size_t>(beams);
   }
-  pipelines::ImageToText model(args.get("--pipeline"), session);
+  pipelines::ImageToText model(args.get("--pipeline"), session, kv_cache_flag(args));
 
   // Every readable image goes into one batch; the others get their error line.
   const auto& files = args.positional();

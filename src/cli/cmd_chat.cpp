@@ -14,10 +14,11 @@
 namespace mminfer::cli {
 
 int cmd_chat(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--image", "--max-new-tokens", "--threads"}, {"--help", "--json"});
+  Args args(argc, argv, 2, {"--pipeline", "--image", "--max-new-tokens", "--kv-cache", "--threads"}, {"--help", "--json"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().size() != 1) {
     std::fputs(
-        "usage: mminfer chat --pipeline DIR [--image F] QUESTION [--max-new-tokens N] [--threads N] [--json]\n"
+        "usage: mminfer chat --pipeline DIR [--image F] QUESTION [--max-new-tokens N] [--kv-cache fp32|fp16]\n"
+        "                    [--threads N] [--json]\n"
         "  an answer about an image from a vision-language folder (transformers.js's SmolVLM layout:\n"
         "  vision_encoder.onnx, embed_tokens.onnx, decoder_model_merged.onnx, tokenizer.json, configs),\n"
         "  streamed as it is made; --json prints {\"text\", \"tokens\", \"prompt_tokens\", \"encoder_ms\",\n"
@@ -29,7 +30,7 @@ int cmd_chat(int argc, char** argv) {
   session.threads = threads_flag(args);
   std::optional<image::Image> img;
   if (args.has("--image")) img = image::decode_image(read_input_file(args.get("--image")));
-  pipelines::VisionLanguage model(args.get("--pipeline"), session);
+  pipelines::VisionLanguage model(args.get("--pipeline"), session, kv_cache_flag(args));
   generate::DecodeRequest request;
   request.config = model.config();
   request.config.num_beams = 1;

@@ -18,7 +18,8 @@ namespace {
 const char* const kUsage =
     "usage: mminfer generate --pipeline DIR PROMPT... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
     "                        [--top-p P] [--seed S] [--repetition-penalty R] [--stop STRING]...\n"
-    "                        [--num-beams N] [--prompt-ids 1,2,3] [--threads N] [--profile] [--json | --jsonl]\n"
+    "                        [--num-beams N] [--prompt-ids 1,2,3] [--kv-cache fp32|fp16] [--threads N] [--profile]\n"
+    "                        [--json | --jsonl]\n"
     "  text from a decoder-only model folder (ONNX decoder with past_key_values, config.json,\n"
     "  tokenizer.json, generation_config.json); each prompt is its own sequence, all decoded together\n"
     "  the decoding settings default to the folder's generation_config.json; --temperature turns\n"
@@ -52,7 +53,7 @@ std::vector<generate::TokenId> parse_ids(const std::string& text) {
 int cmd_generate(int argc, char** argv) {
   Args args(argc, argv, 2,
             {"--pipeline", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty",
-             "--stop", "--prompt-ids", "--threads", "--num-beams"},
+             "--stop", "--prompt-ids", "--threads", "--num-beams", "--kv-cache"},
             {"--help", "--json", "--jsonl", "--profile"});
   if (args.has("--help") || !args.has("--pipeline") || (args.positional().empty() && !args.has("--prompt-ids"))) {
     std::fputs(kUsage, args.usage_stream());
@@ -61,7 +62,7 @@ int cmd_generate(int argc, char** argv) {
   SessionOptions session;
   session.threads = threads_flag(args);
   session.profile = args.has("--profile");
-  pipelines::TextGenerator generator(args.get("--pipeline"), session);
+  pipelines::TextGenerator generator(args.get("--pipeline"), session, kv_cache_flag(args));
 
   generate::DecodeRequest request;
   request.config = generator.config();

@@ -13,12 +13,13 @@
 namespace mminfer::cli {
 
 int cmd_transcribe(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--threads"},
+  Args args(argc, argv, 2, {"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--kv-cache", "--threads"},
             {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer transcribe --pipeline DIR AUDIO... [--language en] [--task transcribe|translate]\n"
-        "                          [--max-new-tokens N] [--beam N] [--threads N] [--json | --jsonl]\n"
+        "                          [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16] [--threads N]\n"
+        "                          [--json | --jsonl]\n"
         "  the text of each audio file (WAV, FLAC, Ogg, MP3...) with a Whisper-style folder (Optimum's\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and\n"
         "  the configs); audio longer than the model's window (30 s) is cut into windows decoded together\n"
@@ -31,7 +32,7 @@ int cmd_transcribe(int argc, char** argv) {
   }
   SessionOptions session;
   session.threads = threads_flag(args);
-  pipelines::SpeechToText model(args.get("--pipeline"), session);
+  pipelines::SpeechToText model(args.get("--pipeline"), session, kv_cache_flag(args));
   pipelines::TranscribeOptions options;
   options.language = args.get("--language");
   options.task = args.get("--task");

@@ -17,5 +17,7 @@ int cmd_generate(int argc, char** argv);
 int cmd_transcribe(int argc, char** argv);
 int cmd_caption(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
+// bench --pipeline DIR: prefill and decode of a generative folder (cmd_bench hands it over).
+int cmd_bench_generate(int argc, char** argv);
 
 }  // namespace mminfer::cli

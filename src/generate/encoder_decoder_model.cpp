@@ -24,8 +24,8 @@ Tensor row_slice(const Tensor& t, int64_t row, int64_t n) {
 }  // namespace
 
 EncoderDecoderModel::EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder,
-                                         const SessionOptions& options)
-    : with_past_(with_past_decoder, options) {
+                                         const SessionOptions& options, DType cache_dtype)
+    : with_past_(with_past_decoder, options, cache_dtype) {
   Status s = Session::load(first_decoder, options, &first_);
   if (!s) throw Error(first_decoder + ": " + s.message());
   std::set<std::string> bound;

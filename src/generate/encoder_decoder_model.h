@@ -17,7 +17,8 @@ namespace mminfer::generate {
 class EncoderDecoderModel final : public StepModel {
  public:
   // Throws Error naming the file and the reason.
-  EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder, const SessionOptions& options);
+  EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder, const SessionOptions& options,
+                      DType cache_dtype = DType::kFloat32);
 
   // The encoder's output, [inputs, frames, d]: the next start() makes `rows_per_input` rows for
   // each input (its beams), input i's rows coming first after input i - 1's.

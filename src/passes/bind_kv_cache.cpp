@@ -156,7 +156,7 @@ void bind_group_query_attention(ir::Graph& g, KvCacheBinding& binding, std::set<
 
 }  // namespace
 
-std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* why) {
+std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* why, DType cache_dtype) {
   ir::Graph g = original;  // rewritten on a copy: a model that does not match is left as it was
   g.relink();
   UseCounts uses(g);
@@ -167,6 +167,10 @@ std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* wh
   KvCacheBinding binding;
   std::set<int> concats, pasts, gqa_presents;
   bind_group_query_attention(g, binding, pasts, gqa_presents);
+  if (!binding.pairs.empty() && cache_dtype != DType::kFloat32) {
+    *why = "GroupQueryAttention keeps its cache in float32 only";
+    return std::nullopt;
+  }
   if (blocks.empty() && binding.pairs.empty()) {
     *why = "no attention reads a past input through Concat on the sequence axis or GroupQueryAttention";
     return std::nullopt;
@@ -188,6 +192,8 @@ std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* wh
     binding.pairs.push_back({g.values[b.k.past].name, g.values[b.v.past].name});
   }
 
+  for (int p : pasts)
+    if (g.values[p].dtype == DType::kFloat32) g.values[p].dtype = cache_dtype;
   // The presents are the cache now: they stop being outputs.
   std::vector<int> kept;
   for (int o : g.outputs) {

@@ -46,7 +46,8 @@ struct KvCacheBinding {
 };
 
 // Rewrites `g` and returns the binding, or leaves `g` untouched and returns nullopt with the
-// reason in *why when some past input is not consumed in the recognised form.
-std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& g, std::string* why);
+// reason in *why when some past input is not consumed in the recognised form. `cache_dtype`
+// (float32 or float16) becomes the past inputs' dtype: the caches the loop will feed.
+std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& g, std::string* why, DType cache_dtype = DType::kFloat32);
 
 }  // namespace mminfer::passes

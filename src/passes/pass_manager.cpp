@@ -33,6 +33,7 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
       {"fold_conv_batchnorm", 2, fold_conv_batchnorm},
       {"fold_conv_affine", 2, fold_conv_affine},
       {"fuse_layer_norm", 2, fuse_layer_norm},
+      {"fuse_rms_norm", 2, fuse_rms_norm},
       {"fuse_gelu", 2, fuse_gelu},
       {"fuse_attention", 2, fuse_attention},
       {"absorb_attention_transposes", 2, absorb_attention_transposes},

@@ -30,10 +30,11 @@ Tensor int_tensor(DType dtype, Shape shape, const std::vector<int64_t>& values) 
 
 }  // namespace
 
-CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& options) {
+CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& options, DType cache_dtype)
+    : cache_dtype_(cache_dtype) {
   onnx_io::LoadedModel model = onnx_io::load_model_file(path);
   std::string why;
-  auto binding = passes::bind_kv_cache(model.graph, &why);
+  auto binding = passes::bind_kv_cache(model.graph, &why, cache_dtype);
   if (!binding) throw Error(path + ": cannot keep this decoder's KV cache in the runtime: " + one_line(why));
   binding_ = *binding;
   for (const auto& pair : binding_.pairs) {
@@ -49,7 +50,9 @@ CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& opti
   session_ = session_from_model(std::move(model), options);
 }
 
-KvCache CachedDecoder::make_cache(int64_t rows, int64_t capacity) const { return KvCache(layers_, rows, capacity); }
+KvCache CachedDecoder::make_cache(int64_t rows, int64_t capacity) const {
+  return KvCache(layers_, rows, capacity, cache_dtype_);
+}
 
 const ValueInfo* CachedDecoder::input(const std::string& name) const {
   for (const auto& info : session_->inputs())

@@ -15,7 +15,8 @@ class CachedDecoder {
  public:
   // Loads the ONNX file at `path` and binds its cache. Throws Error with a one-line reason when
   // the file cannot be loaded or its past inputs are not in a form the binding recognises.
-  CachedDecoder(const std::string& path, const SessionOptions& options);
+  // `cache_dtype`: float32, or float16 for half the cache's memory.
+  CachedDecoder(const std::string& path, const SessionOptions& options, DType cache_dtype = DType::kFloat32);
 
   // A cache for `rows` sequences of up to `capacity` positions each.
   KvCache make_cache(int64_t rows, int64_t capacity) const;
@@ -41,6 +42,7 @@ class CachedDecoder {
   std::unique_ptr<Session> session_;
   passes::KvCacheBinding binding_;
   std::vector<KvCache::Layer> layers_;
+  DType cache_dtype_;
   bool rows_share_length_ = false;  // some input still depends on the past length's shape
 };
 

@@ -2,16 +2,18 @@
 
 #include <cstring>
 
+#include "core/half.h"
 #include "mminfer/status.h"
 
 namespace mminfer::runtime {
 
-KvCache::KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity)
-    : layers_(std::move(layers)), rows_(rows), capacity_(capacity), lengths_(static_cast<size_t>(rows), 0) {
+KvCache::KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity, DType dtype)
+    : layers_(std::move(layers)), rows_(rows), capacity_(capacity), dtype_(dtype), lengths_(static_cast<size_t>(rows), 0) {
   if (rows <= 0 || capacity <= 0) throw Error("a KV cache needs at least one row and one position");
+  if (dtype != DType::kFloat32 && dtype != DType::kFloat16) throw Error("a KV cache holds float32 or float16");
   for (const Layer& l : layers_) {
-    keys_.push_back(Tensor::empty(DType::kFloat32, {rows, l.kv_heads, capacity, l.head_dim}));
-    values_.push_back(Tensor::empty(DType::kFloat32, {rows, l.kv_heads, capacity, l.value_dim}));
+    keys_.push_back(Tensor::empty(dtype, {rows, l.kv_heads, capacity, l.head_dim}));
+    values_.push_back(Tensor::empty(dtype, {rows, l.kv_heads, capacity, l.value_dim}));
   }
 }
 
@@ -25,8 +27,8 @@ Tensor KvCache::view(const Tensor& buffer, int64_t dim, size_t layer, int64_t ro
   if (row < 0 || count <= 0 || row + count > rows_) throw Error("KV cache rows out of range");
   const Layer& l = layers_[layer];
   int64_t per_row = l.kv_heads * capacity_ * dim;
-  auto* base = const_cast<float*>(buffer.data<float>()) + row * per_row;
-  return Tensor::alias(buffer, DType::kFloat32, {count, l.kv_heads, capacity_, dim}, base);
+  auto* base = static_cast<char*>(const_cast<void*>(buffer.raw())) + row * per_row * dtype_size(dtype_);
+  return Tensor::alias(buffer, dtype_, {count, l.kv_heads, capacity_, dim}, base);
 }
 
 Tensor KvCache::keys(size_t layer, int64_t row, int64_t count) const {
@@ -53,13 +55,14 @@ void KvCache::reorder(std::span<const int64_t> sources) {
   for (int64_t r = 0; r < rows_; ++r)
     if (sources[r] != r) moved.push_back(r);
   if (moved.empty()) return;
-  std::vector<float> snapshot;
+  const size_t esize = dtype_size(dtype_);
+  std::vector<char> snapshot;
   for (size_t layer = 0; layer < layers_.size(); ++layer) {
     for (int side = 0; side < 2; ++side) {
       const Tensor& buffer = side ? values_[layer] : keys_[layer];
       const int64_t dim = side ? layers_[layer].value_dim : layers_[layer].head_dim, heads = layers_[layer].kv_heads;
       const int64_t per_head = capacity_ * dim, per_row = heads * per_head;
-      auto* base = const_cast<float*>(buffer.data<float>());
+      auto* base = static_cast<char*>(const_cast<void*>(buffer.raw()));
       // Snapshot each moved row's source, valid part only, packed per head.
       snapshot.clear();
       std::vector<size_t> at(moved.size());
@@ -67,14 +70,14 @@ void KvCache::reorder(std::span<const int64_t> sources) {
         int64_t s = sources[moved[m]];
         at[m] = snapshot.size();
         for (int64_t h = 0; h < heads; ++h) {
-          const float* src = base + s * per_row + h * per_head;
-          snapshot.insert(snapshot.end(), src, src + lengths[s] * dim);
+          const char* src = base + (s * per_row + h * per_head) * esize;
+          snapshot.insert(snapshot.end(), src, src + lengths[s] * dim * esize);
         }
       }
       for (size_t m = 0; m < moved.size(); ++m) {
         int64_t r = moved[m], n = lengths[sources[r]] * dim;
         for (int64_t h = 0; h < heads; ++h)
-          std::memcpy(base + r * per_row + h * per_head, snapshot.data() + at[m] + h * n, sizeof(float) * n);
+          std::memcpy(base + (r * per_row + h * per_head) * esize, snapshot.data() + at[m] + h * n * esize, esize * n);
       }
     }
   }
@@ -92,8 +95,15 @@ void KvCache::write(size_t layer, int64_t row, const Tensor& keys, const Tensor&
                   shape_str(src.shape()) + ", which does not fit the KV cache");
     Tensor dst = side ? this->values(layer, row, src.dim(0)) : this->keys(layer, row, src.dim(0));
     int64_t count = src.dim(2);
-    for (int64_t n = 0; n < src.dim(0) * l.kv_heads; ++n)
-      std::memcpy(dst.data<float>() + n * capacity_ * dim, src.data<float>() + n * count * dim, sizeof(float) * count * dim);
+    for (int64_t n = 0; n < src.dim(0) * l.kv_heads; ++n) {
+      const float* from = src.data<float>() + n * count * dim;
+      if (dtype_ == DType::kFloat32) {
+        std::memcpy(dst.data<float>() + n * capacity_ * dim, from, sizeof(float) * count * dim);
+      } else {
+        uint16_t* to = dst.data<uint16_t>() + n * capacity_ * dim;
+        for (int64_t i = 0; i < count * dim; ++i) to[i] = float_to_half(from[i]);
+      }
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The keys and values of a decoder's layers for a set of sequences (rows), owned by the runtime:
 // one buffer per layer and side, [rows, kv_heads, capacity, head_dim], preallocated once and
-// written in place by mminfer::CachedAttention. Each row's valid length is kept here.
+// written in place by mminfer::CachedAttention, in float32 or float16 (half the memory; the
+// attention widens rows as it reads them). Each row's valid length is kept here.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -16,12 +17,13 @@ class KvCache {
     int64_t kv_heads = 0, head_dim = 0, value_dim = 0;
   };
   // Throws Error when the buffers would not fit in memory.
-  KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity);
+  KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity, DType dtype = DType::kFloat32);
 
   int64_t rows() const { return rows_; }
   int64_t capacity() const { return capacity_; }
   size_t layers() const { return layers_.size(); }
   size_t bytes() const;
+  DType dtype() const { return dtype_; }
 
   // Views of rows [row, row + count) of a layer's keys or values: [count, kv_heads, capacity, dim].
   Tensor keys(size_t layer, int64_t row, int64_t count) const;
@@ -40,6 +42,7 @@ class KvCache {
 
   std::vector<Layer> layers_;
   int64_t rows_, capacity_;
+  DType dtype_;
   std::vector<Tensor> keys_, values_;
   std::vector<int64_t> lengths_;
 };

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`mminfer caption` on the trained shapes captioner (tools/train_shapes_captioner.py): the held-out
 PNGs decoded and preprocessed in C++, encoded and decoded as one batch with the runtime-owned
-cache. Greedy captions must equal torch's for every image; beam search and decoders quantized by
+cache. Greedy captions must equal torch's for every image; beam search, a float16 KV cache and decoders quantized by
 `mminfer optimize --quantize int4` / `int8w` must stay within 1 point of FP32's exact-match
 accuracy (figures printed). Bad images get one line each and the rest still run.
 
@@ -73,6 +73,11 @@ def main():
         acc = accuracy(json.loads(out)["results"], truth) if rc == 0 else 0
         print(f"{q} decoder weights: exact match {acc:.4f}")
         check(rc == 0 and acc >= fp32 - 0.01, f"{q} decoder within 1 point of FP32")
+
+    rc, out, err = caption(a.mminfer, a.model, images, "--kv-cache", "fp16")
+    acc = accuracy(json.loads(out)["results"], truth) if rc == 0 else 0
+    print(f"float16 KV cache: exact match {acc:.4f}")
+    check(rc == 0 and acc >= fp32 - 0.01, "float16 KV cache within 1 point of FP32")
 
     junk = os.path.join(a.work, "junk.png")
     open(junk, "wb").write(b"\x89PNG\r\n\x1a\n broken")

@@ -103,6 +103,14 @@ def main():
     got = [r["tokens"] for r in json.loads(out)["results"]] if rc == 0 else err.strip()
     check(got == want, "INT4 file written by optimize: tokens equal ONNX Runtime's on it")
 
+    # A float16 KV cache: the same greedy tokens on the first reference case's first 16 steps
+    # (the random model's logit margins are far wider than float16's rounding there).
+    case = ref["cases"][0]
+    rc, out, err = run(a.mminfer, "--pipeline", llama, "--prompt-ids", ",".join(map(str, case["prompt_ids"][0])),
+                       "--max-new-tokens", "16", "--kv-cache", "fp16", "--json")
+    got = json.loads(out)["results"][0]["tokens"] if rc == 0 else err.strip()
+    check(got == case["tokens"][0][:16], "float16 KV cache: torch's first 16 tokens")
+
     # Text prompts go through tokenizer.json: the same ids as torch's tokenizer made.
     case = ref["cases"][0]
     rc, out, err = run(a.mminfer, "--pipeline", llama, case["prompts"][0], "--max-new-tokens", "8", "--json")
@@ -121,6 +129,16 @@ def main():
     s1, s2, s3 = sample(7), sample(7), sample(8)
     check(isinstance(s1, list) and s1 == s2, "sampling reproducible by seed")
     check(s1 != s3, "another seed samples other tokens")
+
+    # bench --pipeline: prefill and decode timed apart (figures only checked to be there).
+    p = subprocess.run([a.mminfer, "bench", "--pipeline", llama, "--runs", "2", "--prompt-tokens", "8", "--new-tokens", "4",
+                        "--json"], capture_output=True, text=True, timeout=300)
+    doc = json.loads(p.stdout) if p.returncode == 0 else {}
+    check(doc.get("prefill_ms", 0) > 0 and doc.get("decode_ms_per_token", 0) > 0 and doc.get("kv_cache_bytes", 0) > 0,
+          f"bench --pipeline: {p.stderr.strip()[:200]}")
+    p = subprocess.run([a.mminfer, "bench", "--pipeline", llama, "--prompt-tokens", "250", "--new-tokens", "10"],
+                       capture_output=True, text=True)
+    check(p.returncode == 1 and "more than the model's context of 256" in p.stderr, "bench --pipeline past the context")
 
     # Bad input: one line, exit 1 (2 for usage), never a crash.
     os.makedirs(a.work, exist_ok=True)
@@ -143,6 +161,9 @@ def main():
         (["--pipeline", llama, "hi", "--top-p", "0"], 1, "--top-p must be in (0, 1]"),
         (["--pipeline", llama, "--prompt-ids", "1,x"], 1, "'x' is not a token id"),
         (["--pipeline", llama, "--prompt-ids", "1,100000"], 1, "token id 100000"),
+        (["--pipeline", llama, "hi", "--kv-cache", "int3"], 1, "--kv-cache must be fp32 or fp16"),
+        (["--pipeline", os.path.join(a.models, "llama-tiny-contrib-fp32"), "hi", "--kv-cache", "fp16"], 1,
+         "GroupQueryAttention keeps its cache in float32 only"),
         (["--pipeline", llama], 2, "usage: mminfer generate"),
     ]
     for args, code, text in bad:

@@ -206,6 +206,21 @@ TEST(FusionPasses, DecomposedLayerNorm) {
   expect_same(b.g, {GraphBuilder::random_tensor({3, 13, 24}, 7, 3.f)}, "LayerNormalization", 1e-4f);
 }
 
+// LLaMA's x · rsqrt(mean(x²) + eps) · weight, in the forms exporters write.
+TEST(FusionPasses, DecomposedRmsNorm) {
+  for (int form = 0; form < 3; ++form) {
+    GraphBuilder b(14);
+    int x = b.input("x", {3, 5, 24});
+    int sq = form == 1 ? b.node("Mul", {x, x}, {}, 3) : b.node("Pow", {x, b.scalar("two", 2.f)}, {}, 3);
+    int ms = b.node("ReduceMean", {sq}, ints("axes", {-1}), 3);
+    int root = b.node("Sqrt", {b.node("Add", {ms, b.scalar("eps", 1e-6f)}, {}, 3)}, {}, 3);
+    int y = form == 2 ? b.node("Div", {x, root}, {}, 3)
+                      : b.node("Mul", {x, b.node("Div", {b.scalar("one", 1.f), root}, {}, 3)}, {}, 3);
+    b.output(b.node("Mul", {y, b.random("weight", {24}, 5)}, {}, 3));
+    expect_same(b.g, {GraphBuilder::random_tensor({3, 5, 24}, 7, 3.f)}, "SimplifiedLayerNormalization", 1e-5f);
+  }
+}
+
 TEST(FusionPasses, GeluBothOrders) {
   for (int order = 0; order < 2; ++order) {
     GraphBuilder b(14);

@@ -26,7 +26,7 @@ std::array<float, 3> three_floats(const json& j, const char* key, std::array<flo
 
 }  // namespace
 
-ImageToText::ImageToText(const fs::path& dir, const SessionOptions& options) {
+ImageToText::ImageToText(const fs::path& dir, const SessionOptions& options, DType kv_cache) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
   std::string encoder = find_model_file(dir, "encoder_model.onnx"), first = find_model_file(dir, "decoder_model.onnx"),
               with_past = find_model_file(dir, "decoder_with_past_model.onnx");
@@ -73,7 +73,7 @@ ImageToText::ImageToText(const fs::path& dir, const SessionOptions& options) {
   tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
   Status s = Session::load(encoder, options, &encoder_);
   if (!s) throw Error(encoder + ": " + s.message());
-  decoder_ = std::make_unique<generate::EncoderDecoderModel>(first, with_past, options);
+  decoder_ = std::make_unique<generate::EncoderDecoderModel>(first, with_past, options, kv_cache);
 }
 
 Tensor ImageToText::preprocess(const image::Image& img) const {

@@ -31,7 +31,7 @@ struct Captions {
 class ImageToText {
  public:
   // Throws Error naming the folder and what is missing or wrong.
-  ImageToText(const std::filesystem::path& dir, const SessionOptions& options);
+  ImageToText(const std::filesystem::path& dir, const SessionOptions& options, DType kv_cache = DType::kFloat32);
 
   // float32 [3, H, W] as the folder's image processor makes it.
   Tensor preprocess(const image::Image& image) const;

@@ -34,7 +34,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options) : dir_(dir) {
+SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, DType kv_cache) : dir_(dir) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
   std::string encoder = find_model_file(dir, "encoder_model.onnx"), first = find_model_file(dir, "decoder_model.onnx"),
               with_past = find_model_file(dir, "decoder_with_past_model.onnx");
@@ -81,7 +81,7 @@ SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options) :
   tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
   Status s = Session::load(encoder, options, &encoder_);
   if (!s) throw Error(encoder + ": " + s.message());
-  decoder_ = std::make_unique<generate::EncoderDecoderModel>(first, with_past, options);
+  decoder_ = std::make_unique<generate::EncoderDecoderModel>(first, with_past, options, kv_cache);
 }
 
 std::vector<generate::TokenId> SpeechToText::prompt(const std::string& language, const std::string& task) const {

@@ -40,7 +40,7 @@ struct Transcript {
 class SpeechToText {
  public:
   // Throws Error naming the folder and what is missing or wrong.
-  SpeechToText(const std::filesystem::path& dir, const SessionOptions& options);
+  SpeechToText(const std::filesystem::path& dir, const SessionOptions& options, DType kv_cache = DType::kFloat32);
 
   int sample_rate() const { return logmel_->options().sample_rate; }
   // Mono samples at sample_rate(). Throws Error for an empty clip.

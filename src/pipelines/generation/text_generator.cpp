@@ -27,7 +27,7 @@ std::string find_decoder(const fs::path& dir) {
 
 }  // namespace
 
-TextGenerator::TextGenerator(const fs::path& dir, const SessionOptions& options) {
+TextGenerator::TextGenerator(const fs::path& dir, const SessionOptions& options, DType kv_cache) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
   fs::path tokenizer = dir / "tokenizer.json";
   if (!fs::is_regular_file(tokenizer)) throw Error(dir.string() + ": tokenizer.json is missing");
@@ -47,7 +47,7 @@ TextGenerator::TextGenerator(const fs::path& dir, const SessionOptions& options)
     throw Error(dir.string() + ": tokenizer.json has ids up to " + std::to_string(tokenizer_->vocab_end() - 1) +
                 " but the model's vocabulary holds " + std::to_string(vocab_) + " tokens: the tokenizer does not belong to this model");
   decoder_file_ = find_decoder(dir);
-  decoder_ = std::make_unique<runtime::CachedDecoder>(decoder_file_, options);
+  decoder_ = std::make_unique<runtime::CachedDecoder>(decoder_file_, options, kv_cache);
   if (!decoder_->has_input("input_ids"))
     throw Error(decoder_file_ + ": the decoder takes no input_ids (a vision-language decoder needs its embeddings)");
 }

@@ -19,10 +19,12 @@ namespace mminfer::pipelines {
 class TextGenerator {
  public:
   // Throws Error naming the folder and what is missing or wrong.
-  TextGenerator(const std::filesystem::path& dir, const SessionOptions& options);
+  // `kv_cache`: the cache's dtype, float32 or float16.
+  TextGenerator(const std::filesystem::path& dir, const SessionOptions& options, DType kv_cache = DType::kFloat32);
 
   const generate::GenerationConfig& config() const { return config_; }
   int64_t context() const { return context_; }  // max_position_embeddings; 0 when unknown
+  int64_t vocab() const { return vocab_ > 0 ? vocab_ : tokenizer_->vocab_end(); }
   const std::string& decoder_file() const { return decoder_file_; }
   runtime::CachedDecoder& decoder() { return *decoder_; }
 

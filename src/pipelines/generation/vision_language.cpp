@@ -76,7 +76,7 @@ class VisionLanguageModel final : public generate::StepModel {
 
 }  // namespace
 
-VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& options) {
+VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& options, DType kv_cache) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
   fs::path config_file = dir / "config.json", pre_file = dir / "preprocessor_config.json";
   json config = read_json_object(config_file, true);
@@ -110,7 +110,7 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
   embed_ = load(dir, "embed_tokens.onnx", options);
   std::string decoder = find_model_file(dir, "decoder_model_merged.onnx");
   if (decoder.empty()) throw Error(dir.string() + ": decoder_model_merged.onnx is missing");
-  decoder_ = std::make_unique<runtime::CachedDecoder>(decoder, options);
+  decoder_ = std::make_unique<runtime::CachedDecoder>(decoder, options, kv_cache);
   if (!decoder_->has_input("inputs_embeds")) throw Error(decoder + ": the decoder takes no inputs_embeds");
 }
 

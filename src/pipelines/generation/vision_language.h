@@ -27,7 +27,7 @@ namespace mminfer::pipelines {
 class VisionLanguage {
  public:
   // Throws Error naming the folder and what is missing or wrong.
-  VisionLanguage(const std::filesystem::path& dir, const SessionOptions& options);
+  VisionLanguage(const std::filesystem::path& dir, const SessionOptions& options, DType kv_cache = DType::kFloat32);
 
   // The prompt's token ids for a question about an image (or none).
   std::vector<generate::TokenId> prompt_ids(const std::string& question, bool with_image) const;

@@ -3,12 +3,17 @@
 // [B, Hkv, T, D] and [B, Hkv, T, Dv] (T: capacity), and each sequence's cached length (int64 [B]).
 // The new rows are written into the caches at their sequence's length (the caches are state:
 // this op updates its inputs in place), then each query head attends to its KV head's rows up to
-// its own position (causal) or to all of them. Output [B, Hq, S, Dv].
+// its own position (causal) or to all of them. Output [B, Hq, S, Dv]. Caches may be float16: the
+// new rows are narrowed as they are written, and each KV head's rows widened once per step for
+// all the query heads that share it.
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "core/cpu_features.h"
+#include "core/half.h"
 #include "core/parallel.h"
+#include "kernels/cpu/gemm/fp16_gemm.h"
 #include "kernels/cpu/common/registry.h"
 #include "kernels/cpu/nn/cached_attention.h"
 
@@ -36,37 +41,56 @@ class KvCacheAttentionKernel final : public Kernel {
       if (len[b] < 0 || len[b] + d.S > d.T)
         fail("CachedAttention '" + name_ + "': sequence " + std::to_string(b) + " holds " + std::to_string(len[b]) +
              " positions and " + std::to_string(d.S) + " more do not fit a cache of " + std::to_string(d.T));
+    const bool half = in[3]->dtype() == DType::kFloat16;
     // The caches are buffers the runtime lent this run to be written.
-    float* kc = const_cast<float*>(in[3]->data<float>());
-    float* vc = const_cast<float*>(in[4]->data<float>());
+    void* kc = const_cast<void*>(in[3]->raw());
+    void* vc = const_cast<void*>(in[4]->raw());
     const float* kn = in[1]->data<float>();
     const float* vn = in[2]->data<float>();
+    auto put = [half](void* cache, int64_t at, const float* rows, int64_t n) {
+      if (!half) return (void)std::memcpy(static_cast<float*>(cache) + at, rows, sizeof(float) * n);
+      uint16_t* h = static_cast<uint16_t*>(cache) + at;
+      for (int64_t i = 0; i < n; ++i) h[i] = float_to_half(rows[i]);
+    };
     parallel_for(d.B * d.Hkv, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         int64_t b = c / d.Hkv;
-        std::memcpy(kc + (c * d.T + len[b]) * d.D, kn + c * d.S * d.D, sizeof(float) * d.S * d.D);
-        std::memcpy(vc + (c * d.T + len[b]) * d.Dv, vn + c * d.S * d.Dv, sizeof(float) * d.S * d.Dv);
+        put(kc, (c * d.T + len[b]) * d.D, kn + c * d.S * d.D, d.S * d.D);
+        put(vc, (c * d.T + len[b]) * d.Dv, vn + c * d.S * d.Dv, d.S * d.Dv);
       }
     });
     const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(d.D));
     const int64_t group = d.Hq / d.Hkv;
     const float* q = in[0]->data<float>();
     float* o = out[0]->data<float>();
-    parallel_for(d.B * d.Hq, 1, [&](int64_t t0, int64_t t1) {
+    // One KV head and the query heads that read it per item, so a half cache is widened once.
+    parallel_for(d.B * d.Hkv, 1, [&](int64_t c0, int64_t c1) {
       std::vector<float> scratch(static_cast<size_t>(d.T));
       std::vector<int64_t> lo(static_cast<size_t>(d.S), 0), hi(static_cast<size_t>(d.S));
-      for (int64_t t = t0; t < t1; ++t) {
-        int64_t b = t / d.Hq, kv = b * d.Hkv + (t % d.Hq) / group;
-        for (int64_t i = 0; i < d.S; ++i) hi[i] = causal_ ? len[b] + i + 1 : len[b] + d.S;
-        cached_attention::Rows p{};
-        p.q = q + t * d.S * d.D, p.q_stride = d.D;
-        p.k = kc + kv * d.T * d.D, p.kv_stride = d.D;
-        p.v = vc + kv * d.T * d.Dv, p.kv_stride_v = d.Dv;
-        p.out = o + t * d.S * d.Dv, p.out_stride = d.Dv;
-        p.lo = lo.data(), p.hi = hi.data();
-        p.sq = d.S, p.d = d.D, p.dv = d.Dv;
-        p.scale = scale;
-        cached_attention::run(p, scratch.data());
+      std::vector<float> wide_k, wide_v;
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t b = c / d.Hkv, visible = len[b] + d.S;
+        const float *keys, *values;
+        if (half) {
+          keys = widen(static_cast<const uint16_t*>(kc) + c * d.T * d.D, visible * d.D, wide_k);
+          values = widen(static_cast<const uint16_t*>(vc) + c * d.T * d.Dv, visible * d.Dv, wide_v);
+        } else {
+          keys = static_cast<const float*>(kc) + c * d.T * d.D;
+          values = static_cast<const float*>(vc) + c * d.T * d.Dv;
+        }
+        for (int64_t i = 0; i < d.S; ++i) hi[i] = causal_ ? len[b] + i + 1 : visible;
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t t = b * d.Hq + (c % d.Hkv) * group + g;
+          cached_attention::Rows p{};
+          p.q = q + t * d.S * d.D, p.q_stride = d.D;
+          p.k = keys, p.kv_stride = d.D;
+          p.v = values, p.kv_stride_v = d.Dv;
+          p.out = o + t * d.S * d.Dv, p.out_stride = d.Dv;
+          p.lo = lo.data(), p.hi = hi.data();
+          p.sq = d.S, p.d = d.D, p.dv = d.Dv;
+          p.scale = scale;
+          cached_attention::run(p, scratch.data());
+        }
       }
     });
   }
@@ -76,13 +100,30 @@ class KvCacheAttentionKernel final : public Kernel {
     int64_t B, Hq, Hkv, S, D, Dv, T;
   };
 
+  // Widens n halves into `buffer` (32-byte aligned for the vector path); returns where.
+  static const float* widen(const uint16_t* h, int64_t n, std::vector<float>& buffer) {
+    buffer.resize(static_cast<size_t>(n + 8));
+    float* f = buffer.data();
+    f += (32 - reinterpret_cast<uintptr_t>(f) % 32) % 32 / sizeof(float);
+    static const bool avx2 = cpu_features().avx2 && cpu_features().f16c;
+    if (avx2) {
+      widen_halves_avx2(h, n, f);
+    } else {
+      for (int64_t i = 0; i < n; ++i) f[i] = half_to_float(h[i]);
+    }
+    return f;
+  }
+
   Dims check(const Inputs& in) const {
     const char* names[] = {"query", "key", "value", "key cache", "value cache", "cache lengths"};
     for (int i = 0; i < 6; ++i) need_input(in, i, names[i]);
-    for (int i = 0; i < 5; ++i)
-      if (in[i]->dtype() != DType::kFloat32 || in[i]->rank() != 4)
-        fail("CachedAttention '" + name_ + "': " + names[i] + " must be float32 of rank 4, got " + dtype_name(in[i]->dtype()) +
-             " " + shape_str(in[i]->shape()));
+    for (int i = 0; i < 5; ++i) {
+      bool cache = i >= 3, ok_type = in[i]->dtype() == DType::kFloat32 || (cache && in[i]->dtype() == DType::kFloat16);
+      if (!ok_type || in[i]->rank() != 4)
+        fail("CachedAttention '" + name_ + "': " + names[i] + " must be " + (cache ? "float32 or float16" : "float32") +
+             " of rank 4, got " + dtype_name(in[i]->dtype()) + " " + shape_str(in[i]->shape()));
+    }
+    if (in[3]->dtype() != in[4]->dtype()) fail("CachedAttention '" + name_ + "': the key and value caches differ in dtype");
     const Shape &q = in[0]->shape(), &k = in[1]->shape(), &v = in[2]->shape(), &kc = in[3]->shape(), &vc = in[4]->shape();
     Dims d{q[0], q[1], k[1], q[2], q[3], v[3], kc[2]};
     bool ok = k[0] == d.B && v[0] == d.B && k[2] == d.S && v[2] == d.S && k[3] == d.D && v[1] == d.Hkv && d.Hkv > 0 &&
@@ -103,7 +144,7 @@ class KvCacheAttentionKernel final : public Kernel {
 }  // namespace
 
 void register_kv_cache_attention(Registry& r) {
-  r.add({"CachedAttention", "mminfer", 1, 1000, 0, {DType::kFloat32},
+  r.add({"CachedAttention", "mminfer", 1, 1000, 0, {DType::kFloat32},  // the query's dtype; caches float32 or float16
          [](const KernelSpec& s) { return std::make_unique<KvCacheAttentionKernel>(s); }},
         {.foldable = false, .heavy = true});
 }
