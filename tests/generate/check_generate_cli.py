@@ -164,6 +164,8 @@ def main():
         (["--pipeline", llama, "hi", "--kv-cache", "int3"], 1, "--kv-cache must be fp32 or fp16"),
         (["--pipeline", os.path.join(a.models, "llama-tiny-contrib-fp32"), "hi", "--kv-cache", "fp16"], 1,
          "GroupQueryAttention keeps its cache in float32 only"),
+        (["--pipeline", os.path.join(a.models, "whisper-tiny-test"), "hi"], 1,
+         "holds a speech-to-text model (config.json model_type 'whisper'): use mminfer transcribe"),
         (["--pipeline", llama], 2, "usage: mminfer generate"),
     ]
     for args, code, text in bad:

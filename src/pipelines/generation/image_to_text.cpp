@@ -7,6 +7,7 @@
 #include "generate/beam_result.h"
 #include "modal/image/resize.h"
 #include "pipelines/generation/folder_files.h"
+#include "pipelines/generation/generative_folder.h"
 
 namespace mminfer::pipelines {
 
@@ -28,6 +29,7 @@ std::array<float, 3> three_floats(const json& j, const char* key, std::array<flo
 
 ImageToText::ImageToText(const fs::path& dir, const SessionOptions& options, DType kv_cache) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
+  require_generative_kind(dir, GenerativeKind::kImageToText);
   std::string encoder = find_model_file(dir, "encoder_model.onnx"), first = find_model_file(dir, "decoder_model.onnx"),
               with_past = find_model_file(dir, "decoder_with_past_model.onnx");
   if (encoder.empty()) throw Error(dir.string() + ": encoder_model.onnx is missing");

@@ -8,6 +8,7 @@
 
 #include "generate/beam_decode.h"
 #include "pipelines/generation/folder_files.h"
+#include "pipelines/generation/generative_folder.h"
 #include "generate/beam_result.h"
 
 namespace mminfer::pipelines {
@@ -36,6 +37,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, DType kv_cache) : dir_(dir) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
+  require_generative_kind(dir, GenerativeKind::kSpeechToText);
   std::string encoder = find_model_file(dir, "encoder_model.onnx"), first = find_model_file(dir, "decoder_model.onnx"),
               with_past = find_model_file(dir, "decoder_with_past_model.onnx");
   if (encoder.empty()) throw Error(dir.string() + ": encoder_model.onnx is missing");

@@ -10,6 +10,7 @@
 #include "generate/beam_result.h"
 #include "mminfer/status.h"
 #include "pipelines/generation/folder_files.h"
+#include "pipelines/generation/generative_folder.h"
 
 namespace mminfer::pipelines {
 
@@ -29,6 +30,7 @@ std::string find_decoder(const fs::path& dir) {
 
 TextGenerator::TextGenerator(const fs::path& dir, const SessionOptions& options, DType kv_cache) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
+  require_generative_kind(dir, GenerativeKind::kTextGeneration);
   fs::path tokenizer = dir / "tokenizer.json";
   if (!fs::is_regular_file(tokenizer)) throw Error(dir.string() + ": tokenizer.json is missing");
   if (!fs::is_regular_file(dir / "config.json")) throw Error(dir.string() + ": config.json is missing");

@@ -7,6 +7,7 @@
 #include "generate/step_model.h"
 #include "modal/image/resize.h"
 #include "pipelines/generation/folder_files.h"
+#include "pipelines/generation/generative_folder.h"
 
 namespace mminfer::pipelines {
 
@@ -78,6 +79,7 @@ class VisionLanguageModel final : public generate::StepModel {
 
 VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& options, DType kv_cache) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
+  require_generative_kind(dir, GenerativeKind::kVisionLanguage);
   fs::path config_file = dir / "config.json", pre_file = dir / "preprocessor_config.json";
   json config = read_json_object(config_file, true);
   json pre = read_json_object(pre_file, false);
