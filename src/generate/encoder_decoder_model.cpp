@@ -3,6 +3,8 @@
 #include <cstring>
 #include <set>
 
+#include "runtime/session_factory.h"
+
 namespace mminfer::generate {
 
 namespace {
@@ -26,8 +28,8 @@ Tensor row_slice(const Tensor& t, int64_t row, int64_t n) {
 EncoderDecoderModel::EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder,
                                          const SessionOptions& options, DType cache_dtype)
     : with_past_(with_past_decoder, options, cache_dtype) {
-  Status s = Session::load(first_decoder, options, &first_);
-  if (!s) throw Error(first_decoder + ": " + s.message());
+  // A merged decoder's first-step half, or decoder_model.onnx as it is.
+  first_ = runtime::load_session_fixing_branch(first_decoder, options, "use_cache_branch", false);
   std::set<std::string> bound;
   for (const auto& pair : with_past_.binding().pairs) bound.insert({pair.past_key, pair.past_value});
   std::set<std::string> first_outputs;

@@ -1,4 +1,5 @@
-// The decoder of an encoder-decoder model (Whisper, vision-encoder-decoder) as Optimum splits it:
+// The decoder of an encoder-decoder model (Whisper, vision-encoder-decoder) as Optimum splits it
+// (or merges it: decoder_model_merged.onnx may be given as both, its If on use_cache_branch fixed):
 // `decoder_model.onnx` runs a row's prompt against its encoder states and returns the
 // self-attention presents, copied once into the runtime's cache, and the cross-attention keys and
 // values, kept per row for the rest of the sequence; `decoder_with_past_model.onnx` then runs each

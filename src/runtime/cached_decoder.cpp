@@ -5,6 +5,7 @@
 
 #include "core/one_line.h"
 #include "onnx/loader.h"
+#include "passes/fix_branch_input.h"
 #include "runtime/session_factory.h"
 
 namespace mminfer::runtime {
@@ -33,6 +34,7 @@ Tensor int_tensor(DType dtype, Shape shape, const std::vector<int64_t>& values) 
 CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& options, DType cache_dtype)
     : cache_dtype_(cache_dtype) {
   onnx_io::LoadedModel model = onnx_io::load_model_file(path);
+  passes::fix_branch_input(model.graph, "use_cache_branch", true);  // a merged decoder's with-past half
   std::string why;
   auto binding = passes::bind_kv_cache(model.graph, &why, cache_dtype);
   if (!binding) throw Error(path + ": cannot keep this decoder's KV cache in the runtime: " + one_line(why));

@@ -13,6 +13,7 @@
 #include "core/parallel.h"
 #include "kernels/cpu/gemm/bf16_gemm.h"
 #include "onnx/loader.h"
+#include "passes/fix_branch_input.h"
 #include "passes/pass.h"
 #include "runtime/node_kernel.h"
 #include "runtime/executor.h"
@@ -295,6 +296,17 @@ Status load_bytes_checked(const std::string& bytes, const std::string& base_dir,
 
 std::unique_ptr<Session> runtime::session_from_model(onnx_io::LoadedModel model, const SessionOptions& options) {
   return std::make_unique<SessionImpl>(std::move(model), options, "");
+}
+
+std::unique_ptr<Session> runtime::load_session_fixing_branch(const std::string& path, const SessionOptions& options,
+                                                             const std::string& branch_input, bool value) {
+  try {
+    onnx_io::LoadedModel model = onnx_io::load_model_file(path);
+    passes::fix_branch_input(model.graph, branch_input, value);
+    return std::make_unique<SessionImpl>(std::move(model), options, path);
+  } catch (const Error& e) {
+    throw Error(one_line(path + ": " + e.what()));
+  }
 }
 
 // Messages quote names from the file, which may hold any bytes: keep them one printable line.

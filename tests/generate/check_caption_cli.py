@@ -56,6 +56,15 @@ def main():
     check(same == len(images), "every greedy caption equals torch's")
     check({"encoder_ms", "prefill_ms", "decode_ms_per_token"} <= set(doc), "--json timings")
 
+    # Only decoder_model_merged.onnx (its If on use_cache_branch fixed each way): the same captions.
+    merged = os.path.join(a.work, "merged-only")
+    shutil.rmtree(merged, ignore_errors=True)
+    shutil.copytree(a.model, merged, ignore=shutil.ignore_patterns("decoder_model.onnx", "decoder_with_past_model.onnx",
+                                                                   "eval", "reference"))
+    rc, out, err = caption(a.mminfer, merged, images)
+    same_merged = rc == 0 and [r["text"] for r in json.loads(out)["results"]] == [r["text"] for r in results]
+    check(same_merged, f"a merged decoder alone gives the same captions {err.strip()[:200]}")
+
     rc, out, err = caption(a.mminfer, a.model, images[:64], "--beam", "3")
     beam = accuracy(json.loads(out)["results"], {os.path.basename(i): truth[os.path.basename(i)] for i in images[:64]}) if rc == 0 else 0
     print(f"beam 3 (64 images): exact match {beam:.4f}")

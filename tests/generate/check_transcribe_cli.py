@@ -94,6 +94,14 @@ def main():
             want = reference_tokens(runner, a.model, samples, [start, lang_id, task, nots], pre, eos, gen["max_new_tokens"])
             check(r["windows"] == 3, f"language '{language}': 2.5 s is 3 windows of 1 s")
             check(r["tokens"] == want, f"language '{language}': tokens equal ORT's on numpy log-mel ({len(want)} tokens)")
+            if language == "":
+                # Only decoder_model_merged.onnx: its If on use_cache_branch fixed each way.
+                merged = os.path.join(a.work, "merged-only")
+                shutil.rmtree(merged, ignore_errors=True)
+                shutil.copytree(a.model, merged, ignore=shutil.ignore_patterns("decoder_model.onnx", "decoder_with_past_model.onnx"))
+                rc, out, err = transcribe(a.mminfer, "--pipeline", merged, wav, "--json")
+                got = json.loads(out)["results"][0]["tokens"] if rc == 0 else err.strip()
+                check(got == want, "a merged decoder alone gives the same tokens")
 
         # Without a forced language, the first step's likeliest language token is used.
         free = os.path.join(a.work, "no-forced-language")

@@ -41,8 +41,11 @@ SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, D
   std::string encoder = find_model_file(dir, "encoder_model.onnx"), first = find_model_file(dir, "decoder_model.onnx"),
               with_past = find_model_file(dir, "decoder_with_past_model.onnx");
   if (encoder.empty()) throw Error(dir.string() + ": encoder_model.onnx is missing");
-  if (first.empty() || with_past.empty())
-    throw Error(dir.string() + ": decoder_model.onnx and decoder_with_past_model.onnx are needed (Optimum's split decoder)");
+  if (first.empty() || with_past.empty()) {  // Optimum's merged decoder serves as both
+    first = with_past = find_model_file(dir, "decoder_model_merged.onnx");
+    if (first.empty())
+      throw Error(dir.string() + ": no decoder (decoder_model.onnx and decoder_with_past_model.onnx, or decoder_model_merged.onnx)");
+  }
   if (!fs::is_regular_file(dir / "tokenizer.json")) throw Error(dir.string() + ": tokenizer.json is missing");
   json config = read_json_object(dir / "config.json", true);
   json pre = read_json_object(dir / "preprocessor_config.json", false);
