@@ -149,6 +149,20 @@ InterOp inter_op_flag(const Args& args) {
   throw Error("--inter-op expects auto, off or on, got '" + v + "'");
 }
 
+size_t max_new_tokens_flag(const Args& args) {
+  if (!args.has("--max-new-tokens")) return 0;
+  int n = args.get_int("--max-new-tokens", 0);
+  if (n <= 0) throw Error("--max-new-tokens must be at least 1, got " + std::to_string(n));
+  return static_cast<size_t>(n);
+}
+
+size_t beams_flag(const Args& args, const std::string& flag, int most) {
+  if (!args.has(flag)) return 0;
+  int beams = args.get_int(flag, 1);
+  if (beams < 1 || beams > most) throw Error(flag + " must be from 1 to " + std::to_string(most) + ", got " + std::to_string(beams));
+  return static_cast<size_t>(beams);
+}
+
 DType kv_cache_flag(const Args& args) {
   std::string v = args.get("--kv-cache", "fp32");
   if (v == "fp32") return DType::kFloat32;

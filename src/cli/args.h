@@ -40,6 +40,11 @@ int threads_flag(const Args& args);
 // --inter-op auto|off|on (auto when absent); throws Error on anything else.
 InterOp inter_op_flag(const Args& args);
 
+// --max-new-tokens N (0 when absent: the folder's generation_config); throws Error below 1.
+size_t max_new_tokens_flag(const Args& args);
+// `flag` (--beam, --num-beams) N from 1 to `most` (0 when absent); throws Error outside.
+size_t beams_flag(const Args& args, const std::string& flag, int most);
+
 // --kv-cache fp32|fp16 (fp32 when absent): the dtype of a generative model's KV cache.
 DType kv_cache_flag(const Args& args);
 

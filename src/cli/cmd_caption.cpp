@@ -29,16 +29,8 @@ int cmd_caption(int argc, char** argv) {
   SessionOptions session;
   session.threads = threads_flag(args);
   pipelines::CaptionOptions options;
-  if (args.has("--max-new-tokens")) {
-    int n = args.get_int("--max-new-tokens", 0);
-    if (n <= 0) throw Error("--max-new-tokens must be at least 1, got " + std::to_string(n));
-    options.max_new_tokens = static_cast<size_t>(n);
-  }
-  if (args.has("--beam")) {
-    int beams = args.get_int("--beam", 1);
-    if (beams < 1 || beams > 16) throw Error("--beam must be from 1 to 16, got " + std::to_string(beams));
-    options.beams = static_cast<size_t>(beams);
-  }
+  options.max_new_tokens = max_new_tokens_flag(args);
+  options.beams = beams_flag(args, "--beam", 16);
   pipelines::ImageToText model(args.get("--pipeline"), session, kv_cache_flag(args));
 
   // Every readable image goes into one batch; the others get their error line.

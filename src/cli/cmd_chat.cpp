@@ -34,11 +34,7 @@ int cmd_chat(int argc, char** argv) {
   generate::DecodeRequest request;
   request.config = model.config();
   request.config.num_beams = 1;
-  if (args.has("--max-new-tokens")) {
-    int n = args.get_int("--max-new-tokens", 0);
-    if (n <= 0) throw Error("--max-new-tokens must be at least 1, got " + std::to_string(n));
-    request.config.max_new_tokens = static_cast<size_t>(n);
-  }
+  if (size_t n = max_new_tokens_flag(args)) request.config.max_new_tokens = n;
   const bool json = args.has("--json");
   if (!json)
     request.on_text = [](size_t, generate::TokenId, std::string_view text) {

@@ -67,19 +67,11 @@ int cmd_generate(int argc, char** argv) {
   generate::DecodeRequest request;
   request.config = generator.config();
   generate::GenerationConfig& c = request.config;
-  if (args.has("--num-beams")) {
-    int beams = args.get_int("--num-beams", 1);
-    if (beams < 1 || beams > 64) throw Error("--num-beams must be from 1 to 64, got " + std::to_string(beams));
-    c.num_beams = static_cast<size_t>(beams);
-  }
+  if (size_t beams = beams_flag(args, "--num-beams", 64)) c.num_beams = beams;
   c.num_return_sequences = 1;
   if (c.num_beams > 1 && (args.has("--temperature") || args.has("--top-p") || args.has("--top-k")))
     throw Error("--num-beams searches deterministically: it takes no --temperature, --top-k or --top-p");
-  if (args.has("--max-new-tokens")) {
-    int n = args.get_int("--max-new-tokens", 0);
-    if (n <= 0) throw Error("--max-new-tokens must be at least 1, got " + std::to_string(n));
-    c.max_new_tokens = static_cast<size_t>(n);
-  }
+  if (size_t n = max_new_tokens_flag(args)) c.max_new_tokens = n;
   if (args.has("--temperature")) {
     double t = args.get_double("--temperature", 1.0);
     if (!(t >= 0)) throw Error("--temperature must be 0 or more");

@@ -38,16 +38,8 @@ int cmd_transcribe(int argc, char** argv) {
   options.task = args.get("--task");
   if (!options.task.empty() && options.task != "transcribe" && options.task != "translate")
     throw Error("--task must be transcribe or translate, got '" + options.task + "'");
-  if (args.has("--max-new-tokens")) {
-    int n = args.get_int("--max-new-tokens", 0);
-    if (n <= 0) throw Error("--max-new-tokens must be at least 1, got " + std::to_string(n));
-    options.max_new_tokens = static_cast<size_t>(n);
-  }
-  if (args.has("--beam")) {
-    int beams = args.get_int("--beam", 1);
-    if (beams < 1 || beams > 16) throw Error("--beam must be from 1 to 16, got " + std::to_string(beams));
-    options.beams = static_cast<size_t>(beams);
-  }
+  options.max_new_tokens = max_new_tokens_flag(args);
+  options.beams = beams_flag(args, "--beam", 16);
   audio::LoadOptions load;
   load.sample_rate = model.sample_rate();
   JsonResults json(json_flag(args));

@@ -22,14 +22,9 @@ import check_generative_model as cgm  # noqa: E402
 import check_transcribe_cli as tc  # noqa: E402
 import generate_reference as gr  # noqa: E402
 import logmel_reference as lr  # noqa: E402
+from cli_checks import Checks  # noqa: E402
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+check = Checks()
 
 
 def main():
@@ -107,8 +102,7 @@ def main():
         check(got == want, f"whisper-tiny-test 4 beams: {len(want)} tokens")
     finally:
         runner.close()
-    print(f"{len(failures)} failures")
-    return 1 if failures else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

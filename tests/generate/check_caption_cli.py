@@ -14,13 +14,10 @@ import shutil
 import subprocess
 import sys
 
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import Checks  # noqa: E402
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+check = Checks()
 
 
 def caption(mminfer, folder, images, *extra):
@@ -98,8 +95,7 @@ def main():
           f"bad images: one line each, the good one captioned: {err.strip()[:300]}")
     p = subprocess.run([a.mminfer, "caption", "--pipeline", a.work, images[0]], capture_output=True, text=True)
     check(p.returncode == 1 and "encoder_model.onnx is missing" in p.stderr, "a folder without the model")
-    print(f"{len(failures)} failures")
-    return 1 if failures else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -11,13 +11,10 @@ import os
 import subprocess
 import sys
 
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import Checks  # noqa: E402
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+check = Checks()
 
 
 def main():
@@ -50,8 +47,7 @@ def main():
     check(p.returncode == 0 and len(json.loads(p.stdout)["tokens"]) <= 4, "a question without an image")
     p = subprocess.run([a.mminfer, "chat", "--pipeline", a.work, "hi"], capture_output=True, text=True)
     check(p.returncode == 1 and "config.json is missing" in p.stderr, "a folder without the model")
-    print(f"{len(failures)} failures")
-    return 1 if failures else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

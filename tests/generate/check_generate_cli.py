@@ -11,14 +11,11 @@ import shutil
 import subprocess
 import sys
 
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import Checks  # noqa: E402
+
+check = Checks()
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
 
 
 def run(mminfer, *args):
@@ -172,8 +169,7 @@ def main():
         rc, out, err = run(a.mminfer, *args)
         lines = err.strip().splitlines()
         check(rc == code and text in err and (code == 2 or len(lines) == 1), f"error '{text}': exit {rc}: {err.strip()[:200]}")
-    print(f"{len(failures)} failures")
-    return 1 if failures else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -19,14 +19,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import check_generative_model as cgm  # noqa: E402
 import logmel_reference as lr  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_checks import Checks  # noqa: E402
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+check = Checks()
 
 
 def write_wav(path, samples, rate=16000):
@@ -145,8 +141,7 @@ def main():
         check(rc == 1 and text in err and len(err.strip().splitlines()) == 1, f"error '{text}': {err.strip()[:200]}")
     rc, out, err = transcribe(a.mminfer, "--pipeline", os.path.join(a.work, "absent"), wav)
     check(rc == 1 and "not a folder" in err, "missing folder")
-    print(f"{len(failures)} failures")
-    return 1 if failures else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,18 @@ nlohmann::json read_json_object(const fs::path& path, bool required) {
   return j;
 }
 
+EncoderDecoderFiles find_encoder_decoder_files(const fs::path& dir) {
+  EncoderDecoderFiles f{find_model_file(dir, "encoder_model.onnx"), find_model_file(dir, "decoder_model.onnx"),
+                        find_model_file(dir, "decoder_with_past_model.onnx")};
+  if (f.encoder.empty()) throw Error(dir.string() + ": encoder_model.onnx is missing");
+  if (f.first_decoder.empty() || f.with_past_decoder.empty()) {  // Optimum's merged decoder serves as both
+    f.first_decoder = f.with_past_decoder = find_model_file(dir, "decoder_model_merged.onnx");
+    if (f.first_decoder.empty())
+      throw Error(dir.string() + ": no decoder (decoder_model.onnx and decoder_with_past_model.onnx, or decoder_model_merged.onnx)");
+  }
+  return f;
+}
+
 int64_t positive_int(const nlohmann::json& j, const char* key, int64_t fallback, const fs::path& file) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
   if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)

@@ -38,14 +38,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, DType kv_cache) : dir_(dir) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
   require_generative_kind(dir, GenerativeKind::kSpeechToText);
-  std::string encoder = find_model_file(dir, "encoder_model.onnx"), first = find_model_file(dir, "decoder_model.onnx"),
-              with_past = find_model_file(dir, "decoder_with_past_model.onnx");
-  if (encoder.empty()) throw Error(dir.string() + ": encoder_model.onnx is missing");
-  if (first.empty() || with_past.empty()) {  // Optimum's merged decoder serves as both
-    first = with_past = find_model_file(dir, "decoder_model_merged.onnx");
-    if (first.empty())
-      throw Error(dir.string() + ": no decoder (decoder_model.onnx and decoder_with_past_model.onnx, or decoder_model_merged.onnx)");
-  }
+  EncoderDecoderFiles files = find_encoder_decoder_files(dir);
   if (!fs::is_regular_file(dir / "tokenizer.json")) throw Error(dir.string() + ": tokenizer.json is missing");
   json config = read_json_object(dir / "config.json", true);
   json pre = read_json_object(dir / "preprocessor_config.json", false);
@@ -84,9 +77,10 @@ SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, D
   config_.forced_decoder_ids.clear();  // the prompt carries them
 
   tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
-  Status s = Session::load(encoder, options, &encoder_);
-  if (!s) throw Error(encoder + ": " + s.message());
-  decoder_ = std::make_unique<generate::EncoderDecoderModel>(first, with_past, options, kv_cache);
+  Status s = Session::load(files.encoder, options, &encoder_);
+  if (!s) throw Error(files.encoder + ": " + s.message());
+  decoder_ = std::make_unique<generate::EncoderDecoderModel>(files.first_decoder, files.with_past_decoder, options,
+                                                                 kv_cache);
 }
 
 std::vector<generate::TokenId> SpeechToText::prompt(const std::string& language, const std::string& task) const {
