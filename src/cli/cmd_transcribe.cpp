@@ -42,6 +42,7 @@ int cmd_transcribe(int argc, char** argv) {
   options.beams = beams_flag(args, "--beam", 16);
   audio::LoadOptions load;
   load.sample_rate = model.sample_rate();
+  load.max_seconds = 4 * 3600;  // hours of speech are windows; past that, one clear line
   JsonResults json(json_flag(args));
   int failures = 0;
   for (const std::string& file : args.positional()) {

@@ -44,7 +44,7 @@ std::vector<DecodedSequence> decode(StepModel& model, const DecodeRequest& reque
                 std::to_string(request.context) + " positions, so no token can follow it");
   // Room for the longest prompt and every token the rules allow, within the model's context.
   size_t budget = std::min(rules.max_new_tokens, rules.max_length > longest ? rules.max_length - longest : size_t(1));
-  int64_t capacity = static_cast<int64_t>(longest + std::min<size_t>(budget, size_t(1) << 20));
+  int64_t capacity = static_cast<int64_t>(longest + std::min<size_t>(budget, size_t(1) << 24));
   if (request.context > 0) capacity = std::min(capacity, request.context);
   model.start(static_cast<int64_t>(n), capacity);
 

@@ -1,5 +1,6 @@
 #include "runtime/kv_cache.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "core/half.h"
@@ -7,10 +8,21 @@
 
 namespace mminfer::runtime {
 
-KvCache::KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity, DType dtype)
+KvCache::KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity, DType dtype, size_t max_bytes)
     : layers_(std::move(layers)), rows_(rows), capacity_(capacity), dtype_(dtype), lengths_(static_cast<size_t>(rows), 0) {
   if (rows <= 0 || capacity <= 0) throw Error("a KV cache needs at least one row and one position");
   if (dtype != DType::kFloat32 && dtype != DType::kFloat16) throw Error("a KV cache holds float32 or float16");
+  double need = 0;  // in double: hostile sizes must not wrap around
+  for (const Layer& l : layers_)
+    need += static_cast<double>(rows) * static_cast<double>(capacity) * static_cast<double>(l.kv_heads) *
+            static_cast<double>(l.head_dim + l.value_dim) * static_cast<double>(dtype_size(dtype));
+  if (need > static_cast<double>(max_bytes)) {
+    char text[160];
+    std::snprintf(text, sizeof text, "the KV cache for %lld sequences of %lld positions needs %.1f GiB, over the %.1f GiB limit",
+                  static_cast<long long>(rows), static_cast<long long>(capacity), need / (1 << 30),
+                  static_cast<double>(max_bytes) / (1 << 30));
+    throw Error(std::string(text) + ": ask for fewer new tokens or sequences");
+  }
   for (const Layer& l : layers_) {
     keys_.push_back(Tensor::empty(dtype, {rows, l.kv_heads, capacity, l.head_dim}));
     values_.push_back(Tensor::empty(dtype, {rows, l.kv_heads, capacity, l.value_dim}));

@@ -16,8 +16,10 @@ class KvCache {
   struct Layer {
     int64_t kv_heads = 0, head_dim = 0, value_dim = 0;
   };
-  // Throws Error when the buffers would not fit in memory.
-  KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity, DType dtype = DType::kFloat32);
+  // Throws Error, before allocating anything, when the buffers would exceed `max_bytes`.
+  KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity, DType dtype = DType::kFloat32,
+          size_t max_bytes = kDefaultMaxBytes);
+  static constexpr size_t kDefaultMaxBytes = size_t(8) << 30;
 
   int64_t rows() const { return rows_; }
   int64_t capacity() const { return capacity_; }

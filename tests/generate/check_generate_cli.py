@@ -149,7 +149,14 @@ def main():
     config = json.load(open(os.path.join(llama, "config.json")))
     config["vocab_size"] = 100
     json.dump(config, open(os.path.join(mismatched, "config.json"), "w"))
+    unbounded = os.path.join(a.work, "no-context")
+    shutil.rmtree(unbounded, ignore_errors=True)
+    shutil.copytree(llama, unbounded)
+    config = json.load(open(os.path.join(llama, "config.json")))
+    config.pop("max_position_embeddings")
+    json.dump(config, open(os.path.join(unbounded, "config.json"), "w"))
     bad = [
+        (["--pipeline", unbounded, "hi", "--max-new-tokens", "1000000000"], 1, "GiB limit: ask for fewer new tokens"),
         (["--pipeline", mismatched, "hi"], 1, "the tokenizer does not belong to this model"),
         (["--pipeline", os.path.join(a.work, "absent"), "hi"], 1, "not a folder"),
         (["--pipeline", broken, "hi"], 1, "tokenizer.json is missing"),
