@@ -18,7 +18,7 @@ KvCache::KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity, DTyp
             static_cast<double>(l.head_dim + l.value_dim) * static_cast<double>(dtype_size(dtype));
   if (need > static_cast<double>(max_bytes)) {
     char text[160];
-    std::snprintf(text, sizeof text, "the KV cache for %lld sequences of %lld positions needs %.1f GiB, over the %.1f GiB limit",
+    std::snprintf(text, sizeof text, "the KV cache for %lld sequences of %lld positions needs %.2f GiB, over the %.2f GiB limit",
                   static_cast<long long>(rows), static_cast<long long>(capacity), need / (1 << 30),
                   static_cast<double>(max_bytes) / (1 << 30));
     throw Error(std::string(text) + ": ask for fewer new tokens or sequences");
