@@ -25,7 +25,7 @@ int cmd_transcribe(int argc, char** argv) {
         "  the configs); audio longer than the model's window (30 s) is cut into windows decoded together\n"
         "  --language: the spoken language (detected from the first window when neither it nor the\n"
         "  folder says); --json prints {\"results\": [{\"input\", \"text\", \"language\", \"windows\",\n"
-        "  \"tokens\", \"encoder_ms\", \"prefill_ms\", \"decode_ms_per_token\"}]}\n"
+        "  \"tokens\", \"encoder_ms\", \"prefill_ms\", \"decode_ms\", \"decode_ms_per_token\"}]}\n"
         "  a bad file prints one error line and the others still run (exit status 1)\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -57,6 +57,7 @@ int cmd_transcribe(int argc, char** argv) {
                   {"tokens", t.tokens},
                   {"encoder_ms", t.encoder_ms},
                   {"prefill_ms", t.timings.prefill_ms},
+                  {"decode_ms", t.timings.decode_ms},
                   {"decode_ms_per_token", per_token}});
       else
         std::printf("%s: %s\n", one_line_text(file).c_str(), t.text.c_str());
