@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/json_output.h"
+#include "cli/percentile.h"
 #include "cli/progress.h"
 #include "cli/tensor_inputs.h"
 #include "core/npy.h"
@@ -19,14 +20,6 @@
 namespace mminfer::cli {
 
 namespace {
-
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  double idx = p * static_cast<double>(v.size() - 1);
-  size_t lo = static_cast<size_t>(idx);
-  size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
-}
 
 double peak_rss_mb() {
   rusage ru{};

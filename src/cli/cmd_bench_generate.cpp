@@ -7,21 +7,12 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/json_output.h"
+#include "cli/percentile.h"
 #include "core/parallel.h"
 #include "core/weight_memory.h"
 #include "pipelines/generation/text_generator.h"
 
 namespace mminfer::cli {
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-}  // namespace
 
 int cmd_bench_generate(int argc, char** argv) {
   Args args(argc, argv, 2, {"--pipeline", "--prompt-tokens", "--new-tokens", "--runs", "--kv-cache", "--threads"}, {"--help", "--json"});
@@ -62,9 +53,9 @@ int cmd_bench_generate(int argc, char** argv) {
     generator.generate({}, request, &t);
     if (r == 0) continue;
     prefill.push_back(t.prefill_ms);
-    decode.push_back(t.decode_ms / static_cast<double>(t.decode_steps));
+    decode.push_back(t.ms_per_token());
   }
-  const double p = median(prefill), d = median(decode);
+  const double p = percentile(prefill, 0.5), d = percentile(decode, 0.5);
   if (args.has("--json")) {
     nlohmann::ordered_json doc = {{"pipeline", args.get("--pipeline")}, {"threads", num_threads()},
                                   {"prompt_tokens", prompt_tokens},      {"new_tokens", new_tokens},

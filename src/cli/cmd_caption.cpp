@@ -70,7 +70,7 @@ int cmd_caption(int argc, char** argv) {
     list.push_back(std::move(item));
   }
   const auto& t = captions.timings;
-  double per_token = t.decode_steps ? t.decode_ms / static_cast<double>(t.decode_steps) : 0.0;
+  double per_token = t.ms_per_token();
   if (form == JsonForm::kDocument) {
     nlohmann::ordered_json doc = {{"results", list},
                                   {"encoder_ms", captions.encoder_ms},

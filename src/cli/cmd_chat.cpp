@@ -45,7 +45,7 @@ int cmd_chat(int argc, char** argv) {
   double encoder_ms = 0;
   const std::string& question = args.positional()[0];
   generate::DecodedSequence out = model.answer(question, img ? &*img : nullptr, request, &t, &encoder_ms);
-  double per_token = t.decode_steps ? t.decode_ms / static_cast<double>(t.decode_steps) : 0.0;
+  double per_token = t.ms_per_token();
   if (json) {
     nlohmann::ordered_json doc = {{"text", out.text},
                                   {"tokens", out.tokens},

@@ -126,7 +126,7 @@ int cmd_generate(int argc, char** argv) {
     };
   generate::DecodeTimings t;
   std::vector<generate::DecodedSequence> out = generator.generate({}, request, &t);
-  double per_token = t.decode_steps ? t.decode_ms / static_cast<double>(t.decode_steps) : 0.0;
+  double per_token = t.ms_per_token();
   double tokens_per_s = t.decode_ms > 0 ? 1000.0 * static_cast<double>(t.new_tokens - out.size()) / t.decode_ms : 0.0;
   for (size_t s = 0; s < out.size(); ++s) {
     if (json.on()) {

@@ -48,7 +48,7 @@ int cmd_transcribe(int argc, char** argv) {
   for (const std::string& file : args.positional()) {
     try {
       pipelines::Transcript t = model.transcribe(audio::load_audio_file(file, load), options);
-      double per_token = t.timings.decode_steps ? t.timings.decode_ms / static_cast<double>(t.timings.decode_steps) : 0.0;
+      double per_token = t.timings.ms_per_token();
       if (json.on())
         json.add({{"input", file},
                   {"text", t.text},

@@ -17,6 +17,12 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+void DecodeTimings::add(const DecodeTimings& o) {
+  prefill_ms += o.prefill_ms, decode_ms += o.decode_ms, decode_steps += o.decode_steps;
+  prompt_tokens += o.prompt_tokens, new_tokens += o.new_tokens;
+  cache_bytes = std::max(cache_bytes, o.cache_bytes);
+}
+
 Tensor ids_tensor(const std::vector<TokenId>& ids) {
   Tensor t = Tensor::empty(DType::kInt64, {1, static_cast<int64_t>(ids.size())});
   std::copy(ids.begin(), ids.end(), t.data<int64_t>());

@@ -35,6 +35,10 @@ struct DecodeTimings {
   size_t decode_steps = 0;    // batched steps after the prefills
   size_t prompt_tokens = 0, new_tokens = 0;
   size_t cache_bytes = 0;
+
+  double ms_per_token() const { return decode_steps ? decode_ms / static_cast<double>(decode_steps) : 0.0; }
+  // Another run's figures added in (cache_bytes: the larger).
+  void add(const DecodeTimings& other);
 };
 
 // Throws Error (bad prompts, too long for the context) or std::invalid_argument (bad settings).

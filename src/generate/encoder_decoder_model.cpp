@@ -15,14 +15,6 @@ std::string present_of(const std::string& past) {
   return past.rfind(prefix, 0) == 0 ? "present" + past.substr(prefix.size()) : past;
 }
 
-Tensor row_slice(const Tensor& t, int64_t row, int64_t n) {
-  Shape shape = t.shape();
-  int64_t per_row = t.numel() / shape[0];
-  shape[0] = n;
-  auto* base = const_cast<float*>(t.data<float>()) + row * per_row;
-  return Tensor::alias(t, t.dtype(), shape, base);
-}
-
 }  // namespace
 
 EncoderDecoderModel::EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder,
@@ -70,7 +62,7 @@ Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& pro
   for (const auto& p : pairs) names.insert(names.end(), {present_of(p.past_key), present_of(p.past_value)});
   for (const auto& c : cross_names_) names.push_back(present_of(c));
   std::vector<Tensor> out;
-  Status s = first_->run({{"input_ids", ids_tensor(prompt)}, {"encoder_hidden_states", row_slice(states_, row / rows_per_input_, 1)}}, names, &out);
+  Status s = first_->run({{"input_ids", ids_tensor(prompt)}, {"encoder_hidden_states", runtime::rows_of(states_, row / rows_per_input_, 1)}}, names, &out);
   if (!s) throw Error(s.message());
   for (size_t i = 0; i < pairs.size(); ++i) cache_->write(i, row, out[1 + 2 * i], out[2 + 2 * i]);
   cache_->set_length(row, static_cast<int64_t>(prompt.size()));
@@ -83,7 +75,7 @@ Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& pro
     }
     if (present.dtype() != DType::kFloat32 || present.dim(0) != 1 || present.numel() * cache_->rows() != cross_[c].numel())
       throw Error("'" + present_of(cross_names_[c]) + "' is " + shape_str(present.shape()) + ", unlike the other rows'");
-    std::memcpy(row_slice(cross_[c], row, 1).raw(), present.raw(), present.nbytes());
+    std::memcpy(runtime::rows_of(cross_[c], row, 1).raw(), present.raw(), present.nbytes());
   }
   cross_row_[row] = row;
   const Tensor& logits = out[0];
@@ -102,7 +94,7 @@ void EncoderDecoderModel::reorder(std::span<const int64_t> sources) {
     int64_t from = sources[r];
     if (made_by[from] == made_by[r]) continue;
     for (Tensor& t : cross_)
-      if (t.defined()) std::memcpy(row_slice(t, static_cast<int64_t>(r), 1).raw(), row_slice(t, from, 1).raw(), t.nbytes() / t.dim(0));
+      if (t.defined()) std::memcpy(runtime::rows_of(t, static_cast<int64_t>(r), 1).raw(), runtime::rows_of(t, from, 1).raw(), t.nbytes() / t.dim(0));
     cross_row_[r] = made_by[from];
   }
 }
@@ -110,7 +102,7 @@ void EncoderDecoderModel::reorder(std::span<const int64_t> sources) {
 Tensor EncoderDecoderModel::step(int64_t row, const Tensor& ids) {
   int64_t n = ids.dim(0);
   std::vector<NamedTensor> extra;
-  for (size_t c = 0; c < cross_names_.size(); ++c) extra.emplace_back(cross_names_[c], row_slice(cross_[c], row, n));
+  for (size_t c = 0; c < cross_names_.size(); ++c) extra.emplace_back(cross_names_[c], runtime::rows_of(cross_[c], row, n));
   return with_past_.step(*cache_, row, "input_ids", ids, extra);
 }
 

@@ -239,19 +239,11 @@ std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* wh
     }
   }
 
-  // Inputs nothing reads any more (attention_mask, when it only built the mask) are dropped.
-  std::vector<bool> read(g.values.size(), false);
-  for (const auto& n : g.nodes)
-    if (!n.removed)
-      for (int in : n.inputs)
-        if (in >= 0) read[in] = true;
-  std::vector<int> inputs;
-  for (int in : g.inputs) {
-    if (read[in] || g.values[in].is_graph_output) inputs.push_back(in);
-    else g.values[in].is_graph_input = false;
-  }
-  g.inputs = inputs;
-  std::erase_if(binding.shape_feeds, [&](const PastShapeFeed& f) { return !read[g.find_value(f.input)]; });
+  drop_unread_inputs(g);  // attention_mask, when it only built the mask
+  std::erase_if(binding.shape_feeds, [&](const PastShapeFeed& f) {
+    int v = g.find_value(f.input);
+    return !g.values[v].is_graph_input;
+  });
   original = std::move(g);
   return binding;
 }

@@ -85,18 +85,7 @@ bool fix_branch_input(ir::Graph& g, const std::string& input, bool value) {
     inline_branch(g, static_cast<int>(i), body);
   }
   g.relink();
-  // The condition, and inputs only the other branch read (the pasts, for a first step), go.
-  std::vector<bool> read(g.values.size(), false);
-  for (const ir::Node& n : g.nodes)
-    if (!n.removed)
-      for (int in : n.inputs)
-        if (in >= 0) read[in] = true;
-  std::vector<int> kept;
-  for (int in : g.inputs) {
-    if (read[in] || g.values[in].is_graph_output) kept.push_back(in);
-    else g.values[in].is_graph_input = false;
-  }
-  g.inputs = kept;
+  drop_unread_inputs(g);  // the condition, and what only the other branch read (a first step's pasts)
   return true;
 }
 

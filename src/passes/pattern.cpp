@@ -127,6 +127,20 @@ void replace_nodes(ir::Graph& g, const std::vector<int>& old_nodes, ir::Node fus
   g.relink();
 }
 
+void drop_unread_inputs(ir::Graph& g) {
+  std::vector<bool> read(g.values.size(), false);
+  for (const auto& n : g.nodes)
+    if (!n.removed)
+      for (int in : n.inputs)
+        if (in >= 0) read[in] = true;
+  std::vector<int> kept;
+  for (int in : g.inputs) {
+    if (read[in] || g.values[in].is_graph_output) kept.push_back(in);
+    else g.values[in].is_graph_input = false;
+  }
+  g.inputs = kept;
+}
+
 void make_constant(ir::Value& v, const Tensor& t) {
   v.is_constant = true;
   v.constant = t;

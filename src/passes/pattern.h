@@ -34,6 +34,8 @@ std::optional<std::vector<int64_t>> ints_attr(const ir::Node& n, const std::stri
 int known_rank(const ir::Graph& g, int value);
 // Marks `old_nodes` removed, appends `fused` in their place and refreshes producers.
 void replace_nodes(ir::Graph& g, const std::vector<int>& old_nodes, ir::Node fused);
+// Removes from g.inputs every input no live node reads (and that is not also an output).
+void drop_unread_inputs(ir::Graph& g);
 // Turns `v` into a constant holding `t`, with its type and shape.
 void make_constant(ir::Value& v, const Tensor& t);
 // A fresh value name that does not clash with existing ones.

@@ -12,14 +12,6 @@ namespace mminfer::runtime {
 
 namespace {
 
-Tensor slice_rows(const Tensor& t, int64_t row, int64_t n) {
-  Shape shape = t.shape();
-  int64_t per_row = t.numel() / std::max<int64_t>(shape[0], 1);
-  shape[0] = n;
-  auto* base = static_cast<char*>(const_cast<void*>(t.raw())) + row * per_row * dtype_size(t.dtype());
-  return Tensor::alias(t, t.dtype(), shape, base);
-}
-
 Tensor int_tensor(DType dtype, Shape shape, const std::vector<int64_t>& values) {
   Tensor t = Tensor::empty(dtype, std::move(shape));
   for (size_t i = 0; i < values.size(); ++i) {
@@ -75,8 +67,8 @@ Tensor CachedDecoder::step(KvCache& cache, int64_t row, const std::string& token
   std::vector<Tensor> parts;
   for (int64_t r = 0; r < n; ++r) {
     std::vector<NamedTensor> extra_r;
-    for (const auto& [name, t] : extra) extra_r.emplace_back(name, t.rank() > 0 && t.dim(0) == n ? slice_rows(t, r, 1) : t);
-    parts.push_back(step_rows(cache, row + r, 1, tokens_name, slice_rows(tokens, r, 1), extra_r));
+    for (const auto& [name, t] : extra) extra_r.emplace_back(name, t.rank() > 0 && t.dim(0) == n ? rows_of(t, r, 1) : t);
+    parts.push_back(step_rows(cache, row + r, 1, tokens_name, rows_of(tokens, r, 1), extra_r));
   }
   int64_t vocab = parts[0].dim(1);
   Tensor logits = Tensor::empty(DType::kFloat32, {n, vocab});

@@ -1,5 +1,6 @@
 #include "runtime/kv_cache.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -7,6 +8,14 @@
 #include "mminfer/status.h"
 
 namespace mminfer::runtime {
+
+Tensor rows_of(const Tensor& t, int64_t row, int64_t count) {
+  Shape shape = t.shape();
+  const int64_t per_row = t.numel() / std::max<int64_t>(shape.at(0), 1);
+  shape[0] = count;
+  auto* base = static_cast<char*>(const_cast<void*>(t.raw())) + row * per_row * dtype_size(t.dtype());
+  return Tensor::alias(t, t.dtype(), shape, base);
+}
 
 KvCache::KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity, DType dtype, size_t max_bytes)
     : layers_(std::move(layers)), rows_(rows), capacity_(capacity), dtype_(dtype), lengths_(static_cast<size_t>(rows), 0) {
@@ -35,20 +44,17 @@ size_t KvCache::bytes() const {
   return total;
 }
 
-Tensor KvCache::view(const Tensor& buffer, int64_t dim, size_t layer, int64_t row, int64_t count) const {
+Tensor KvCache::view(const Tensor& buffer, int64_t row, int64_t count) const {
   if (row < 0 || count <= 0 || row + count > rows_) throw Error("KV cache rows out of range");
-  const Layer& l = layers_[layer];
-  int64_t per_row = l.kv_heads * capacity_ * dim;
-  auto* base = static_cast<char*>(const_cast<void*>(buffer.raw())) + row * per_row * dtype_size(dtype_);
-  return Tensor::alias(buffer, dtype_, {count, l.kv_heads, capacity_, dim}, base);
+  return rows_of(buffer, row, count);
 }
 
 Tensor KvCache::keys(size_t layer, int64_t row, int64_t count) const {
-  return view(keys_.at(layer), layers_[layer].head_dim, layer, row, count);
+  return view(keys_.at(layer), row, count);
 }
 
 Tensor KvCache::values(size_t layer, int64_t row, int64_t count) const {
-  return view(values_.at(layer), layers_[layer].value_dim, layer, row, count);
+  return view(values_.at(layer), row, count);
 }
 
 void KvCache::set_length(int64_t row, int64_t length) {

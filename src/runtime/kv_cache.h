@@ -11,6 +11,9 @@
 
 namespace mminfer::runtime {
 
+// A view of rows [row, row + count) of `t` along its first axis (sharing its storage).
+Tensor rows_of(const Tensor& t, int64_t row, int64_t count);
+
 class KvCache {
  public:
   struct Layer {
@@ -40,7 +43,7 @@ class KvCache {
   void write(size_t layer, int64_t row, const Tensor& keys, const Tensor& values);
 
  private:
-  Tensor view(const Tensor& buffer, int64_t dim, size_t layer, int64_t row, int64_t count) const;
+  Tensor view(const Tensor& buffer, int64_t row, int64_t count) const;
 
   std::vector<Layer> layers_;
   int64_t rows_, capacity_;

@@ -6,7 +6,6 @@ with an end token the model does emit so that hypotheses finish, and `mminfer tr
 on a one-window clip of whisper-tiny-test.
 
     check_beam_models.py --mminfer BIN --models DIR --work DIR"""
-import argparse
 import json
 import os
 import shutil
@@ -22,18 +21,13 @@ import check_generative_model as cgm  # noqa: E402
 import check_transcribe_cli as tc  # noqa: E402
 import generate_reference as gr  # noqa: E402
 import logmel_reference as lr  # noqa: E402
-from cli_checks import Checks  # noqa: E402
+from cli_checks import Checks, arguments  # noqa: E402
 
 check = Checks()
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mminfer", required=True)
-    ap.add_argument("--models", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
+    a = arguments("--models")
     runner = cgm.OrtRunner()
     try:
         # llama-tiny with token 215 (which greedy decoding makes) as its end token.

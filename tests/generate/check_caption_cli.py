@@ -6,7 +6,6 @@ cache. Greedy captions must equal torch's for every image; beam search, a float1
 accuracy (figures printed). Bad images get one line each and the rest still run.
 
     check_caption_cli.py --mminfer BIN --model DIR --work DIR"""
-import argparse
 import glob
 import json
 import os
@@ -15,15 +14,13 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import Checks  # noqa: E402
+from cli_checks import Checks, arguments, mminfer  # noqa: E402
 
 check = Checks()
 
 
-def caption(mminfer, folder, images, *extra):
-    p = subprocess.run([mminfer, "caption", "--pipeline", folder, *images, "--json", *extra],
-                       capture_output=True, text=True, timeout=600)
-    return p.returncode, p.stdout, p.stderr
+def caption(binary, folder, images, *extra):
+    return mminfer(binary, "caption", "--pipeline", folder, *images, "--json", *extra, timeout=600)
 
 
 def accuracy(results, truth):
@@ -31,12 +28,7 @@ def accuracy(results, truth):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mminfer", required=True)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
+    a = arguments()
     truth = json.load(open(os.path.join(a.model, "eval", "captions.json")))
     torch_captions = json.load(open(os.path.join(a.model, "reference", "accuracy.json")))["predicted"]
     images = sorted(glob.glob(os.path.join(a.model, "eval", "*.png")))

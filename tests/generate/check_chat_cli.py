@@ -5,25 +5,19 @@ image tokens, the decoder's cache owned by the runtime; the answer's tokens must
 greedy ones (up to an end token). Bad input gets one line.
 
     check_chat_cli.py --mminfer BIN --model DIR --work DIR"""
-import argparse
 import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import Checks  # noqa: E402
+from cli_checks import Checks, arguments  # noqa: E402
 
 check = Checks()
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mminfer", required=True)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
+    a = arguments()
     ref = json.load(open(os.path.join(a.model, "reference", "reference.json")))
     eos = json.load(open(os.path.join(a.model, "generation_config.json")))["eos_token_id"]
     eos = eos if isinstance(eos, list) else [eos]

@@ -4,7 +4,6 @@ torch's (prompts given as ids and as text), --json carries the documented fields
 reproducible by seed and moves with it, and bad input gets one clear error line.
 
     check_generate_cli.py --mminfer BIN --models DIR --work DIR"""
-import argparse
 import json
 import os
 import shutil
@@ -12,23 +11,18 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import Checks  # noqa: E402
+from cli_checks import Checks, arguments, mminfer  # noqa: E402
 
 check = Checks()
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
 
 
-def run(mminfer, *args):
-    p = subprocess.run([mminfer, "generate", *args], capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+def run(binary, *args):
+    return mminfer(binary, "generate", *args)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mminfer", required=True)
-    ap.add_argument("--models", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
+    a = arguments("--models")
     llama = os.path.join(a.models, "llama-tiny")
     ref = json.load(open(os.path.join(llama, "reference", "reference.json")))
 

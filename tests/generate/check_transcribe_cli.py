@@ -6,11 +6,9 @@ of every window, up to and with the end token, must equal ORT's. Also --language
 detection, a long clip (windows in batches) and bad input.
 
     check_transcribe_cli.py --mminfer BIN --model DIR --work DIR"""
-import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import wave
 
@@ -20,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import check_generative_model as cgm  # noqa: E402
 import logmel_reference as lr  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cli_checks import Checks  # noqa: E402
+from cli_checks import Checks, arguments, mminfer  # noqa: E402
 
 check = Checks()
 
@@ -58,18 +56,12 @@ def reference_tokens(runner, model, samples, prompt, pre, eos, new_tokens):
     return out
 
 
-def transcribe(mminfer, *args):
-    p = subprocess.run([mminfer, "transcribe", *args], capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+def transcribe(binary, *args):
+    return mminfer(binary, "transcribe", *args)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mminfer", required=True)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
+    a = arguments()
     pre = json.load(open(os.path.join(a.model, "preprocessor_config.json")))
     gen = json.load(open(os.path.join(a.model, "generation_config.json")))
     eos, start = gen["eos_token_id"], gen["decoder_start_token_id"]

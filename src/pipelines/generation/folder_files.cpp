@@ -42,6 +42,34 @@ EncoderDecoderFiles find_encoder_decoder_files(const fs::path& dir) {
   return f;
 }
 
+std::unique_ptr<text::Tokenizer> load_tokenizer(const fs::path& dir) {
+  if (!fs::is_regular_file(dir / "tokenizer.json")) throw Error(dir.string() + ": tokenizer.json is missing");
+  return std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
+}
+
+generate::DecodeFn detokenizer(const text::Tokenizer& tokenizer) {
+  return [&tokenizer](std::span<const generate::TokenId> ids) {
+    return tokenizer.decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
+  };
+}
+
+generate::GenerationConfig read_generation_settings(const fs::path& dir) {
+  try {
+    return generate::read_generation_config(dir);
+  } catch (const std::invalid_argument& e) {
+    throw Error(e.what());
+  }
+}
+
+std::array<float, 3> float_triple(const nlohmann::json& j, const char* key, std::array<float, 3> fallback, const fs::path& file) {
+  if (!j.contains(key)) return fallback;
+  const nlohmann::json& v = j[key];
+  if (v.is_number()) return {v.get<float>(), v.get<float>(), v.get<float>()};
+  if (!v.is_array() || v.size() != 3 || !v[0].is_number() || !v[1].is_number() || !v[2].is_number())
+    throw Error(file.string() + ": " + key + " must be a number or three numbers");
+  return {v[0].get<float>(), v[1].get<float>(), v[2].get<float>()};
+}
+
 int64_t positive_int(const nlohmann::json& j, const char* key, int64_t fallback, const fs::path& file) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
   if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)

@@ -4,7 +4,14 @@
 #include <filesystem>
 #include <string>
 
+#include <array>
+#include <memory>
+
 #include <nlohmann/json.hpp>
+
+#include "generate/generation_config.h"
+#include "generate/incremental_decoder.h"
+#include "modal/text/tokenizer.h"
 
 namespace mminfer::pipelines {
 
@@ -20,6 +27,16 @@ struct EncoderDecoderFiles {
   std::string encoder, first_decoder, with_past_decoder;
 };
 EncoderDecoderFiles find_encoder_decoder_files(const std::filesystem::path& dir);
+
+// dir/tokenizer.json, loaded; Error "DIR: tokenizer.json is missing" when absent.
+std::unique_ptr<text::Tokenizer> load_tokenizer(const std::filesystem::path& dir);
+// Token ids to text with special tokens skipped: what streams and results print.
+generate::DecodeFn detokenizer(const text::Tokenizer& tokenizer);
+// config.json + generation_config.json, their bad values as Error.
+generate::GenerationConfig read_generation_settings(const std::filesystem::path& dir);
+// A number or three numbers at `key` (image_mean, image_std), or `fallback` when absent.
+std::array<float, 3> float_triple(const nlohmann::json& j, const char* key, std::array<float, 3> fallback,
+                                  const std::filesystem::path& file);
 
 // A positive whole number at `key`, or `fallback` when absent or null. Throws Error naming the
 // file and key for anything else.

@@ -16,22 +16,13 @@ using nlohmann::json;
 
 namespace {
 
-std::array<float, 3> three_floats(const json& j, const char* key, std::array<float, 3> fallback, const fs::path& file) {
-  if (!j.contains(key)) return fallback;
-  const json& v = j[key];
-  if (v.is_number()) return {v.get<float>(), v.get<float>(), v.get<float>()};
-  if (!v.is_array() || v.size() != 3 || !v[0].is_number() || !v[1].is_number() || !v[2].is_number())
-    throw Error(file.string() + ": " + key + " must be a number or three numbers");
-  return {v[0].get<float>(), v[1].get<float>(), v[2].get<float>()};
-}
-
 }  // namespace
 
 ImageToText::ImageToText(const fs::path& dir, const SessionOptions& options, DType kv_cache) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
   require_generative_kind(dir, GenerativeKind::kImageToText);
   EncoderDecoderFiles files = find_encoder_decoder_files(dir);
-  if (!fs::is_regular_file(dir / "tokenizer.json")) throw Error(dir.string() + ": tokenizer.json is missing");
+  tokenizer_ = load_tokenizer(dir);
   json config = read_json_object(dir / "config.json", true);
   fs::path pre_file = dir / "preprocessor_config.json";
   json pre = read_json_object(pre_file, true);
@@ -53,22 +44,17 @@ ImageToText::ImageToText(const fs::path& dir, const SessionOptions& options, DTy
   if (!rescale || std::fabs(factor * 255.0 - 1.0) > 1e-6)
     throw Error(pre_file.string() + ": only pixels rescaled by 1/255 are supported");
   if (pre.value("do_normalize", true)) {
-    norm_.mean = three_floats(pre, "image_mean", {0.5f, 0.5f, 0.5f}, pre_file);
-    norm_.std = three_floats(pre, "image_std", {0.5f, 0.5f, 0.5f}, pre_file);
+    norm_.mean = float_triple(pre, "image_mean", {0.5f, 0.5f, 0.5f}, pre_file);
+    norm_.std = float_triple(pre, "image_std", {0.5f, 0.5f, 0.5f}, pre_file);
     for (float s : norm_.std)
       if (!(s > 0)) throw Error(pre_file.string() + ": image_std must be positive");
   }
   const json& decoder_config = config.contains("decoder") && config["decoder"].is_object() ? config["decoder"] : config;
   context_ = positive_int(decoder_config, "n_positions",
                           positive_int(decoder_config, "max_position_embeddings", 0, dir / "config.json"), dir / "config.json");
-  try {
-    config_ = generate::read_generation_config(dir);
-  } catch (const std::invalid_argument& e) {
-    throw Error(e.what());
-  }
+  config_ = read_generation_settings(dir);
   if (!config_.decoder_start_token_id && !config_.bos_token_id)
     throw Error(dir.string() + ": no decoder_start_token_id in config.json or generation_config.json");
-  tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
   Status s = Session::load(files.encoder, options, &encoder_);
   if (!s) throw Error(files.encoder + ": " + s.message());
   decoder_ = std::make_unique<generate::EncoderDecoderModel>(files.first_decoder, files.with_past_decoder, options,
@@ -100,9 +86,7 @@ Captions ImageToText::caption(const std::vector<image::Image>& images, const Cap
   request.config.num_return_sequences = 1;
   request.context = context_;
   request.prompts.assign(images.size(), {config_.decoder_start_token_id.value_or(config_.bos_token_id.value_or(0))});
-  auto detokenize = [this](std::span<const generate::TokenId> ids) {
-    return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
-  };
+  const generate::DecodeFn detokenize = detokenizer(*tokenizer_);
   const int64_t beams = static_cast<int64_t>(std::max<size_t>(1, request.config.num_beams));
   decoder_->set_encoder_states(states[0], beams);
   if (beams > 1) {

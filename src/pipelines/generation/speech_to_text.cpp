@@ -39,7 +39,7 @@ SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, D
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
   require_generative_kind(dir, GenerativeKind::kSpeechToText);
   EncoderDecoderFiles files = find_encoder_decoder_files(dir);
-  if (!fs::is_regular_file(dir / "tokenizer.json")) throw Error(dir.string() + ": tokenizer.json is missing");
+  tokenizer_ = load_tokenizer(dir);
   json config = read_json_object(dir / "config.json", true);
   json pre = read_json_object(dir / "preprocessor_config.json", false);
   json gen = read_json_object(dir / "generation_config.json", false);
@@ -56,11 +56,7 @@ SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, D
   logmel_ = std::make_unique<audio::LogMel>(mel);
   context_ = positive_int(config, "max_target_positions", 448, dir / "config.json");
 
-  try {
-    config_ = generate::read_generation_config(dir);
-  } catch (const std::invalid_argument& e) {
-    throw Error(e.what());
-  }
+  config_ = read_generation_settings(dir);
   fs::path gen_file = dir / "generation_config.json";
   languages_ = token_map(gen, "lang_to_id", gen_file);
   tasks_ = token_map(gen, "task_to_id", gen_file);
@@ -76,7 +72,6 @@ SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, D
   }
   config_.forced_decoder_ids.clear();  // the prompt carries them
 
-  tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
   Status s = Session::load(files.encoder, options, &encoder_);
   if (!s) throw Error(files.encoder + ": " + s.message());
   decoder_ = std::make_unique<generate::EncoderDecoderModel>(files.first_decoder, files.with_past_decoder, options,
@@ -141,9 +136,7 @@ Transcript SpeechToText::transcribe(const std::vector<float>& samples, const Tra
   const size_t windows = (samples.size() + window_samples_ - 1) / window_samples_;
   out.windows = windows;
   const size_t per_batch = std::max<size_t>(1, options.windows_per_batch);
-  auto detokenize = [this](std::span<const generate::TokenId> ids) {
-    return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
-  };
+  const generate::DecodeFn detokenize = detokenizer(*tokenizer_);
   for (size_t first = 0; first < windows; first += per_batch) {
     size_t count = std::min(per_batch, windows - first);
     auto t0 = std::chrono::steady_clock::now();
@@ -175,12 +168,7 @@ Transcript SpeechToText::transcribe(const std::vector<float>& samples, const Tra
       out.text += d.text;
       out.tokens.insert(out.tokens.end(), d.tokens.begin(), d.tokens.end());
     }
-    out.timings.prefill_ms += t.prefill_ms;
-    out.timings.decode_ms += t.decode_ms;
-    out.timings.decode_steps += t.decode_steps;
-    out.timings.prompt_tokens += t.prompt_tokens;
-    out.timings.new_tokens += t.new_tokens;
-    out.timings.cache_bytes = std::max(out.timings.cache_bytes, t.cache_bytes);
+    out.timings.add(t);
   }
   size_t lead = out.text.find_first_not_of(' ');
   out.text = lead == std::string::npos ? "" : out.text.substr(lead);

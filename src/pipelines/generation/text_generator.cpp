@@ -31,19 +31,13 @@ std::string find_decoder(const fs::path& dir) {
 TextGenerator::TextGenerator(const fs::path& dir, const SessionOptions& options, DType kv_cache) {
   if (!fs::is_directory(dir)) throw Error(dir.string() + ": not a folder");
   require_generative_kind(dir, GenerativeKind::kTextGeneration);
-  fs::path tokenizer = dir / "tokenizer.json";
-  if (!fs::is_regular_file(tokenizer)) throw Error(dir.string() + ": tokenizer.json is missing");
+  tokenizer_ = load_tokenizer(dir);
   if (!fs::is_regular_file(dir / "config.json")) throw Error(dir.string() + ": config.json is missing");
   nlohmann::json config = read_json_object(dir / "config.json", true);
   const nlohmann::json& text = config.contains("text_config") ? config["text_config"] : config;
   if (text.contains("max_position_embeddings") && text["max_position_embeddings"].is_number_integer())
     context_ = text["max_position_embeddings"].get<int64_t>();
-  try {
-    config_ = generate::read_generation_config(dir);
-  } catch (const std::invalid_argument& e) {
-    throw Error(e.what());
-  }
-  tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file(tokenizer.string()));
+  config_ = read_generation_settings(dir);
   if (text.contains("vocab_size") && text["vocab_size"].is_number_integer()) vocab_ = text["vocab_size"].get<int64_t>();
   if (vocab_ > 0 && tokenizer_->vocab_end() > vocab_)
     throw Error(dir.string() + ": tokenizer.json has ids up to " + std::to_string(tokenizer_->vocab_end() - 1) +
@@ -60,7 +54,7 @@ std::vector<generate::TokenId> TextGenerator::encode(const std::string& prompt) 
 }
 
 std::string TextGenerator::decode_tokens(const std::vector<generate::TokenId>& ids) const {
-  return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
+  return detokenizer(*tokenizer_)(ids);
 }
 
 void TextGenerator::check_ids(const std::vector<generate::TokenId>& ids) const {
@@ -77,9 +71,7 @@ std::vector<generate::DecodedSequence> TextGenerator::generate(const std::vector
     for (const std::string& p : prompts) request.prompts.push_back(encode(p));
   for (const auto& ids : request.prompts) check_ids(ids);
   if (request.context <= 0) request.context = context_;
-  auto detokenize = [this](std::span<const generate::TokenId> ids) {
-    return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
-  };
+  const generate::DecodeFn detokenize = detokenizer(*tokenizer_);
   generate::DecoderOnlyModel model(*decoder_);
   if (request.config.num_beams <= 1) return generate::decode(model, request, detokenize, timings);
   // Beam search, one prompt at a time: its rows must share a length.
@@ -92,9 +84,8 @@ std::vector<generate::DecodedSequence> TextGenerator::generate(const std::vector
     auto best = generate::beam_decode(model, one, &t);
     out.push_back(generate::best_sequence(best.at(0), request.config, detokenize));
     if (request.on_text) request.on_text(out.size() - 1, out.back().tokens.back(), out.back().text);
-    total.prefill_ms += t.prefill_ms, total.decode_ms += t.decode_ms, total.decode_steps += t.decode_steps;
-    total.prompt_tokens += t.prompt_tokens, total.new_tokens += out.back().tokens.size();
-    total.cache_bytes = std::max(total.cache_bytes, t.cache_bytes);
+    t.new_tokens = out.back().tokens.size();  // the best beam's, not every row's
+    total.add(t);
   }
   if (timings) *timings = total;
   return out;

@@ -83,7 +83,7 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
   fs::path config_file = dir / "config.json", pre_file = dir / "preprocessor_config.json";
   json config = read_json_object(config_file, true);
   json pre = read_json_object(pre_file, false);
-  if (!fs::is_regular_file(dir / "tokenizer.json")) throw Error(dir.string() + ": tokenizer.json is missing");
+  tokenizer_ = load_tokenizer(dir);
   if (!config.contains("image_token_id") || !config["image_token_id"].is_number_integer())
     throw Error(config_file.string() + ": image_token_id is missing");
   image_token_ = config["image_token_id"].get<generate::TokenId>();
@@ -93,21 +93,10 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
   if (pre.contains("size") && pre["size"].is_object()) size_ = static_cast<int>(positive_int(pre["size"], "longest_edge", size_, pre_file));
   if (pre.value("do_image_splitting", false)) throw Error(pre_file.string() + ": image splitting is not supported yet");
   if (pre.value("do_normalize", true)) {
-    auto three = [&](const char* key) {
-      std::array<float, 3> v{0.5f, 0.5f, 0.5f};
-      if (pre.contains(key) && pre[key].is_array() && pre[key].size() == 3)
-        for (int c = 0; c < 3; ++c) v[c] = pre[key][c].get<float>();
-      return v;
-    };
-    norm_.mean = three("image_mean");
-    norm_.std = three("image_std");
+    norm_.mean = float_triple(pre, "image_mean", {0.5f, 0.5f, 0.5f}, pre_file);
+    norm_.std = float_triple(pre, "image_std", {0.5f, 0.5f, 0.5f}, pre_file);
   }
-  try {
-    config_ = generate::read_generation_config(dir);
-  } catch (const std::invalid_argument& e) {
-    throw Error(e.what());
-  }
-  tokenizer_ = std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
+  config_ = read_generation_settings(dir);
   vision_ = load(dir, "vision_encoder.onnx", options);
   embed_ = load(dir, "embed_tokens.onnx", options);
   std::string decoder = find_model_file(dir, "decoder_model_merged.onnx");
@@ -143,10 +132,7 @@ generate::DecodedSequence VisionLanguage::answer(const std::string& question, co
   request.prompts = {prompt_ids(question, img != nullptr)};
   if (request.context <= 0) request.context = context_;
   VisionLanguageModel model(*decoder_, *embed_, image_token_, img ? &features : nullptr);
-  auto detokenize = [this](std::span<const generate::TokenId> ids) {
-    return tokenizer_->decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
-  };
-  return generate::decode(model, request, detokenize, timings).at(0);
+  return generate::decode(model, request, detokenizer(*tokenizer_), timings).at(0);
 }
 
 }  // namespace mminfer::pipelines
