@@ -15,6 +15,8 @@ import pathlib
 
 import torch
 
+import whisper_timestamps
+
 MASK64 = (1 << 64) - 1
 
 
@@ -73,6 +75,8 @@ def process(scores, seqs, prompt_lengths, cfg):
             token = forced[len(seq)]
             row.fill_(-float("inf"))
             row[token] = 0.0
+        if cfg.get("timestamps"):  # Whisper's rules: eot, no_timestamps, timestamp_begin, max_initial_index
+            whisper_timestamps.apply_rules(row, seq[prompt_lengths[i]:], **cfg["timestamps"])
     return scores
 
 

@@ -71,10 +71,20 @@ def encode(text, vocab, merges):
     return ids
 
 
-def tokenizer_json(vocab, merges, special_tokens):
-    """special_tokens: list of strings, given ids after the vocabulary in order."""
+def decode(ids, vocab):
+    """Text of token ids as the ByteLevel decoder makes it, special tokens (ids past the
+    vocabulary) skipped; bytes that are not UTF-8 become U+FFFD (maximal subparts)."""
+    back = {i: s for s, i in vocab.items()}
+    byte_of = {c: b for b, c in byte_alphabet().items()}
+    data = bytes(byte_of[c] for i in ids if i in back for c in back[i])
+    return data.decode("utf-8", errors="replace")
+
+
+def tokenizer_json(vocab, merges, special_tokens, plain=()):
+    """special_tokens: list of strings, given ids after the vocabulary in order. Those also in
+    `plain` are added tokens that are not special (Whisper's timestamps: decoding keeps them)."""
     added = [{"id": len(vocab) + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": True} for i, t in enumerate(special_tokens)]
+              "normalized": False, "special": t not in plain} for i, t in enumerate(special_tokens)]
     return {
         "version": "1.0",
         "truncation": None,

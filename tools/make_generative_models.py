@@ -46,7 +46,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import generative_tokenizer as gt  # noqa: E402
 import generative_torch as gm  # noqa: E402
+import logmel_reference as lr  # noqa: E402
 import merge_decoders  # noqa: E402
+import whisper_timestamps as wt  # noqa: E402
 from text_corpus import write_json  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,8 +57,13 @@ OPSET = 17
 DEFAULT_WHICH = "llama-tiny,whisper-tiny-test,vlm-tiny"
 LLAMA_PROMPTS = ["The quick brown fox jumps over the lazy dog.", "Hello, world! It's 12 o'clock."]
 LLAMA_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# As in Whisper's vocabulary, the 1501 timestamps <|0.00|>..<|30.00|> follow <|notimestamps|>.
 WHISPER_SPECIALS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|de|>", "<|translate|>",
-                    "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"]
+                    "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>",
+                    *wt.timestamp_token_names()]
+# Clips transcribed with timestamps for reference/ (seconds, seed; seed None: silence).
+TIMESTAMP_CLIPS = [("speech-2.5s", 2.5, 1), ("speech-0.4s", 0.4, 4), ("silence-1.5s", 1.5, None),
+                   ("speech-31.3s", 31.3, 5)]
 
 LLAMA_CONFIGS = {
     "llama-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -112,8 +119,8 @@ def make_tokenizer(merges, specials, vocab_size=None):
     return vocab, merge_list, specials, special_ids
 
 
-def write_tokenizer(out, vocab, merges, specials, extra_config):
-    write_json(os.path.join(out, "tokenizer.json"), gt.tokenizer_json(vocab, merges, specials))
+def write_tokenizer(out, vocab, merges, specials, extra_config, plain=()):
+    write_json(os.path.join(out, "tokenizer.json"), gt.tokenizer_json(vocab, merges, specials, plain))
     write_json(os.path.join(out, "tokenizer_config.json"),
                dict({"tokenizer_class": "GPT2Tokenizer", "clean_up_tokenization_spaces": False}, **extra_config),
                compact=False)
@@ -262,6 +269,7 @@ def make_whisper(out, name, new_tokens):
                 "lang_to_id": {"<|en|>": special_ids["<|en|>"], "<|de|>": special_ids["<|de|>"]},
                 "task_to_id": {"transcribe": special_ids["<|transcribe|>"], "translate": special_ids["<|translate|>"]},
                 "forced_decoder_ids": [[1, prompt_ids[1]], [2, prompt_ids[2]], [3, prompt_ids[3]]],
+                "max_initial_timestamp_index": wt.MAX_INITIAL_INDEX,
                 "max_length": cfg["max_target_positions"], "max_new_tokens": new_tokens}, compact=False)
     write_json(os.path.join(out, "preprocessor_config.json"),
                {"feature_extractor_type": "WhisperFeatureExtractor", "feature_size": 80, "sampling_rate": 16000,
@@ -269,7 +277,8 @@ def make_whisper(out, name, new_tokens):
                 "n_samples": frames * 160, "padding_value": 0.0, "return_attention_mask": False}, compact=False)
     write_tokenizer(out, vocab, merges, specials, {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
                                                    "pad_token": "<|endoftext|>",
-                                                   "model_max_length": cfg["max_target_positions"]})
+                                                   "model_max_length": cfg["max_target_positions"]},
+                    plain=set(wt.timestamp_token_names()))
 
     b = 2
     torch.onnx.export(encoder, (torch.randn(b, 80, frames),), os.path.join(out, "encoder_model.onnx"),
@@ -313,9 +322,45 @@ def make_whisper(out, name, new_tokens):
                                                 "tokens": tokens, "logits": logits},
                                     {"tokens": tokens.tolist(), "distinct_tokens": int(len(np.unique(tokens))),
                                      "min_top2_margin": top2_margin(logits)}))
-    return {"kind": "encoder-decoder", "prompt_ids": prompt_ids, "layout": "encoder_model.onnx + decoder_model_merged.onnx (use_cache_branch) or decoder_model.onnx + "
+    timestamp_cases = whisper_timestamp_cases(out, encoder, decoder, special_ids, vocab, new_tokens, frames)
+    return {"kind": "encoder-decoder", "prompt_ids": prompt_ids, "timestamp_cases": timestamp_cases, "layout": "encoder_model.onnx + decoder_model_merged.onnx (use_cache_branch) or decoder_model.onnx + "
             "decoder_with_past_model.onnx",
             "num_layers": n, "heads": heads, "head_dim": hd, "new_tokens": new_tokens, "cases": cases}
+
+
+def whisper_timestamp_cases(out, encoder, decoder, special_ids, vocab, new_tokens, frames):
+    """`transcribe --timestamps` in torch: each clip written as a WAV in reference/, cut into
+    windows, each window's log-mel (tools/logmel_reference.py) through the encoder, then the greedy
+    loop with Whisper's timestamp rules (tools/whisper_timestamps.py) on the prompt without
+    <|notimestamps|>; segments are offset by their window's start."""
+    rate, n_samples = 16000, frames * 160
+    first, with_past = gm.WhisperDecoderFirst(decoder), gm.WhisperDecoderWithPast(decoder)
+    begin_ts, eot = special_ids["<|0.00|>"], special_ids["<|endoftext|>"]
+    rules = dict(eot=eot, no_timestamps=special_ids["<|notimestamps|>"], timestamp_begin=begin_ts,
+                 max_initial_index=wt.MAX_INITIAL_INDEX)
+    prompt = [special_ids["<|startoftranscript|>"], special_ids["<|en|>"], special_ids["<|transcribe|>"]]
+    filters = lr.mel_filters(80)
+    decode = lambda ids: gt.decode(ids, vocab)  # noqa: E731
+    cases = []
+    for name, seconds, seed in TIMESTAMP_CLIPS:
+        raw = wt.speech_like_clip(seconds, seed) if seed is not None else np.zeros(int(seconds * rate), np.float32)
+        samples = wt.write_wav(os.path.join(out, "reference", f"{name}.wav"), raw)
+        windows, segments = [], []
+        for begin in range(0, len(samples), n_samples):
+            chunk = samples[begin:begin + n_samples]
+            feats = lr.log_mel(np.pad(chunk, (0, n_samples - len(chunk))), filters, pad_to_30s=False)
+            with torch.no_grad():
+                hidden = encoder(torch.from_numpy(np.asarray(feats, np.float32)[None]))
+            tokens = wt.greedy(first, with_past, decoder.num_layers, hidden, prompt, rules, new_tokens)
+            windows.append(tokens)
+            segments += wt.segments(tokens, begin_ts, eot, begin / rate, min(begin + n_samples, len(samples)) / rate,
+                                    decode)
+        every = [t for w in windows for t in w]
+        cases.append({"clip": f"{name}.wav", "seconds": len(samples) / rate, "prompt_ids": prompt,
+                      "window_tokens": windows, "segments": segments,
+                      "text": "".join(decode([t for t in w if t < begin_ts]) for w in windows).lstrip(" "),
+                      "timestamp_tokens": sum(t >= begin_ts for t in every), "text_tokens": sum(t < eot for t in every)})
+    return cases
 
 
 # --- SmolVLM / Idefics3-style vision-language model ----------------------------------------
@@ -550,7 +595,8 @@ MAKERS = {**{k: make_llama for k in LLAMA_CONFIGS}, **{k: make_whisper for k in 
 
 def stamp_of(name, new_tokens):
     h = hashlib.sha256(f"{name} {new_tokens} {torch.__version__}".encode())
-    for f in ("make_generative_models.py", "generative_torch.py", "generative_tokenizer.py", "merge_decoders.py", "text_corpus.py"):
+    for f in ("make_generative_models.py", "generative_torch.py", "generative_tokenizer.py", "merge_decoders.py", "text_corpus.py",
+              "whisper_timestamps.py", "logmel_reference.py"):
         with open(os.path.join(HERE, f), "rb") as fh:
             h.update(fh.read())
     with open(CORPUS, "rb") as fh:

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "cli/output_text.h"
+#include "core/one_line.h"
 #include "modal/audio/load.h"
 #include "pipelines/generation/speech_to_text.h"
 
@@ -14,18 +15,21 @@ namespace mminfer::cli {
 
 int cmd_transcribe(int argc, char** argv) {
   Args args(argc, argv, 2, {"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--kv-cache", "--threads"},
-            {"--help", "--json", "--jsonl"});
+            {"--help", "--json", "--jsonl", "--timestamps"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer transcribe --pipeline DIR AUDIO... [--language en] [--task transcribe|translate]\n"
         "                          [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16] [--threads N]\n"
-        "                          [--json | --jsonl]\n"
+        "                          [--timestamps] [--json | --jsonl]\n"
         "  the text of each audio file (WAV, FLAC, Ogg, MP3...) with a Whisper-style folder (Optimum's\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and\n"
         "  the configs); audio longer than the model's window (30 s) is cut into windows decoded together\n"
         "  --language: the spoken language (detected from the first window when neither it nor the\n"
         "  folder says); --json prints {\"results\": [{\"input\", \"text\", \"language\", \"windows\",\n"
         "  \"tokens\", \"encoder_ms\", \"prefill_ms\", \"decode_ms\", \"decode_ms_per_token\"}]}\n"
+        "  --timestamps: Whisper's timestamp mode (the folder's <|0.00|>..<|30.00|> tokens); prints\n"
+        "  FILE: then one line per segment, [mm:ss.mmm --> mm:ss.mmm] text, times from the audio's\n"
+        "  start; --json adds \"segments\": [{\"start\", \"end\", \"text\", \"tokens\"}] (seconds)\n"
         "  a bad file prints one error line and the others still run (exit status 1)\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -40,6 +44,8 @@ int cmd_transcribe(int argc, char** argv) {
     throw Error("--task must be transcribe or translate, got '" + options.task + "'");
   options.max_new_tokens = max_new_tokens_flag(args);
   options.beams = beams_flag(args, "--beam", 16);
+  options.timestamps = args.has("--timestamps");
+  if (options.timestamps) model.require_timestamps();  // once, before any file
   audio::LoadOptions load;
   load.sample_rate = model.sample_rate();
   load.max_seconds = 4 * 3600;  // hours of speech are windows; past that, one clear line
@@ -49,18 +55,34 @@ int cmd_transcribe(int argc, char** argv) {
     try {
       pipelines::Transcript t = model.transcribe(audio::load_audio_file(file, load), options);
       double per_token = t.timings.ms_per_token();
-      if (json.on())
-        json.add({{"input", file},
-                  {"text", t.text},
-                  {"language", t.language},
-                  {"windows", t.windows},
-                  {"tokens", t.tokens},
-                  {"encoder_ms", t.encoder_ms},
-                  {"prefill_ms", t.timings.prefill_ms},
-                  {"decode_ms", t.timings.decode_ms},
-                  {"decode_ms_per_token", per_token}});
-      else
+      if (json.on()) {
+        nlohmann::ordered_json result = {{"input", file},
+                                         {"text", t.text},
+                                         {"language", t.language},
+                                         {"windows", t.windows},
+                                         {"tokens", t.tokens},
+                                         {"encoder_ms", t.encoder_ms},
+                                         {"prefill_ms", t.timings.prefill_ms},
+                                         {"decode_ms", t.timings.decode_ms},
+                                         {"decode_ms_per_token", per_token}};
+        if (options.timestamps) {
+          nlohmann::ordered_json segments = nlohmann::ordered_json::array();
+          for (const auto& seg : t.segments)
+            segments.push_back({{"start", seg.start}, {"end", seg.end}, {"text", seg.text}, {"tokens", seg.tokens}});
+          result["segments"] = std::move(segments);
+        }
+        json.add(std::move(result));
+      } else if (options.timestamps) {
+        std::printf("%s:\n", one_line_text(file).c_str());
+        for (const auto& seg : t.segments) {
+          size_t lead = seg.text.find_first_not_of(' ');
+          std::printf("[%s --> %s] %s\n", pipelines::format_timestamp(seg.start).c_str(),
+                      pipelines::format_timestamp(seg.end).c_str(),
+                      lead == std::string::npos ? "" : one_line(seg.text.substr(lead)).c_str());
+        }
+      } else {
         std::printf("%s: %s\n", one_line_text(file).c_str(), t.text.c_str());
+      }
     } catch (const Error& e) {
       ++failures;
       if (json.on()) json.add({{"input", file}, {"error", e.what()}});

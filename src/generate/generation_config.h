@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "generate/timestamp_rules.h"
 #include "generate/token.h"
 
 namespace mminfer::generate {
@@ -41,6 +42,8 @@ struct GenerationConfig {
   // one is `token` (Whisper's language, task and no-timestamps prompt).
   std::vector<std::pair<size_t, TokenId>> forced_decoder_ids;
   std::vector<std::string> stop_strings;
+  // Whisper's timestamp mode (set by the speech pipeline; generation_config.json does not turn it on).
+  std::optional<TimestampRules> timestamps;
 
   // The total length at which generation stops for a prompt of prompt_length tokens.
   size_t max_total_length(size_t prompt_length) const;

@@ -22,6 +22,7 @@ void LogitsPipeline::process(std::span<float> logits, std::span<const TokenId> s
   const auto forced = std::find_if(c.forced_decoder_ids.begin(), c.forced_decoder_ids.end(),
                                    [&](const auto& f) { return f.first == sequence.size(); });
   if (forced != c.forced_decoder_ids.end()) force_token(logits, forced->second);
+  if (c.timestamps) apply_timestamp_rules(logits, sequence, prompt_length, *c.timestamps);
 }
 
 void LogitsPipeline::warp(std::span<float> logits) const {

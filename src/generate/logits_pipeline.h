@@ -1,7 +1,7 @@
 // The logits processors a GenerationConfig asks for, applied in Hugging Face's order:
 // repetition penalty, no-repeat n-gram, min_new_tokens (EOS masked), suppress_tokens,
-// begin_suppress_tokens, forced_decoder_ids; then, for sampling only, the warpers:
-// temperature, top-k, top-p, min-p.
+// begin_suppress_tokens, forced_decoder_ids, Whisper's timestamp rules; then, for sampling
+// only, the warpers: temperature, top-k, top-p, min-p.
 #pragma once
 #include <cstddef>
 #include <span>

@@ -29,6 +29,27 @@ std::map<std::string, generate::TokenId> token_map(const json& j, const char* ke
   return out;
 }
 
+// Whisper's layout: <|0.00|> right after <|notimestamps|>, then one token per 0.02 s to <|30.00|>.
+std::optional<generate::TimestampRules> timestamp_rules(const text::Tokenizer& tokenizer, const json& gen,
+                                                        std::optional<generate::TokenId> no_timestamps,
+                                                        const std::vector<generate::TokenId>& eos, const fs::path& gen_file) {
+  if (!no_timestamps || eos.empty()) return std::nullopt;
+  const generate::TokenId begin = *no_timestamps + 1, last = begin + 1500;
+  if (tokenizer.token_to_id("<|0.00|>") != begin || tokenizer.token_to_id("<|30.00|>") != last || last >= tokenizer.vocab_end())
+    return std::nullopt;
+  generate::TimestampRules rules;
+  rules.eot = eos.front();
+  rules.no_timestamps = *no_timestamps;
+  rules.timestamp_begin = begin;
+  if (gen.contains("max_initial_timestamp_index")) {
+    const json& v = gen["max_initial_timestamp_index"];
+    if (v.is_null()) rules.max_initial_index.reset();
+    else if (v.is_number_integer() && v.get<int64_t>() >= 0) rules.max_initial_index = v.get<size_t>();
+    else throw Error(gen_file.string() + ": max_initial_timestamp_index must be an integer >= 0 or null");
+  }
+  return rules;
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -62,6 +83,7 @@ SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, D
   tasks_ = token_map(gen, "task_to_id", gen_file);
   if (gen.contains("no_timestamps_token_id") && gen["no_timestamps_token_id"].is_number_integer())
     no_timestamps_ = gen["no_timestamps_token_id"].get<generate::TokenId>();
+  timestamp_rules_ = timestamp_rules(*tokenizer_, gen, no_timestamps_, config_.eos_token_ids, gen_file);
   if (!config_.decoder_start_token_id) throw Error(dir.string() + ": no decoder_start_token_id in config.json or generation_config.json");
   start_ = *config_.decoder_start_token_id;
   for (const auto& [index, id] : config_.forced_decoder_ids) {
@@ -78,7 +100,14 @@ SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, D
                                                                  kv_cache);
 }
 
-std::vector<generate::TokenId> SpeechToText::prompt(const std::string& language, const std::string& task) const {
+void SpeechToText::require_timestamps() const {
+  if (!timestamp_rules_)
+    throw Error(dir_.string() + " has no timestamp tokens: timestamps need <|0.00|>..<|30.00|> right after "
+                "<|notimestamps|> (no_timestamps_token_id) in tokenizer.json");
+}
+
+std::vector<generate::TokenId> SpeechToText::prompt(const std::string& language, const std::string& task,
+                                                    bool timestamps) const {
   std::vector<generate::TokenId> ids = {start_};
   if (!languages_.empty()) ids.push_back(languages_.at(language));
   if (!tasks_.empty()) {
@@ -86,7 +115,7 @@ std::vector<generate::TokenId> SpeechToText::prompt(const std::string& language,
     if (it == tasks_.end()) throw Error("unknown task '" + task + "' (the model knows transcribe and translate)");
     ids.push_back(it->second);
   }
-  if (no_timestamps_) ids.push_back(*no_timestamps_);
+  if (no_timestamps_ && !timestamps) ids.push_back(*no_timestamps_);
   return ids;
 }
 
@@ -116,6 +145,7 @@ Tensor SpeechToText::features(const std::vector<float>& samples, size_t first, s
 
 Transcript SpeechToText::transcribe(const std::vector<float>& samples, const TranscribeOptions& options) {
   if (samples.empty()) throw Error("the audio holds no samples");
+  if (options.timestamps) require_timestamps();
   std::string language = options.language;
   if (!language.empty() && language.front() != '<') language = "<|" + language + "|>";
   if (!language.empty() && !languages_.count(language)) {
@@ -154,7 +184,8 @@ Transcript SpeechToText::transcribe(const std::vector<float>& samples, const Tra
     request.config.num_return_sequences = 1;
     if (options.max_new_tokens) request.config.max_new_tokens = options.max_new_tokens;
     request.context = context_;
-    request.prompts.assign(count, prompt(language, task));
+    if (options.timestamps) request.config.timestamps = timestamp_rules_;
+    request.prompts.assign(count, prompt(language, task, options.timestamps));
     generate::DecodeTimings t;
     decoder_->set_encoder_states(states[0], static_cast<int64_t>(std::max<size_t>(1, request.config.num_beams)));
     std::vector<generate::DecodedSequence> decoded;
@@ -164,9 +195,25 @@ Transcript SpeechToText::transcribe(const std::vector<float>& samples, const Tra
     } else {
       decoded = generate::decode(*decoder_, request, detokenize, &t);
     }
-    for (const auto& d : decoded) {
-      out.text += d.text;
+    for (size_t w = 0; w < decoded.size(); ++w) {
+      const auto& d = decoded[w];
       out.tokens.insert(out.tokens.end(), d.tokens.begin(), d.tokens.end());
+      if (!options.timestamps) {
+        out.text += d.text;
+        continue;
+      }
+      // The text leaves the timestamps out (Whisper's tokenizer.json does not mark them special).
+      const generate::TokenId begin = timestamp_rules_->timestamp_begin;
+      std::vector<generate::TokenId> words;
+      for (generate::TokenId t : d.tokens)
+        if (t < begin) words.push_back(t);
+      out.text += detokenize(words);
+      const size_t window_begin = (first + w) * static_cast<size_t>(window_samples_);
+      const size_t window_end = std::min(samples.size(), window_begin + static_cast<size_t>(window_samples_));
+      const double rate = sample_rate();
+      auto segments = timestamp_segments(d.tokens, begin, timestamp_rules_->eot, window_begin / rate, window_end / rate,
+                                         detokenize);
+      out.segments.insert(out.segments.end(), segments.begin(), segments.end());
     }
     out.timings.add(t);
   }

@@ -3,7 +3,9 @@
 // generation_config.json (forced prompt, lang_to_id, task_to_id, suppressed tokens),
 // preprocessor_config.json (log-mel settings and the window length) and tokenizer.json.
 // Audio is cut into windows of the model's length (30 s for Whisper); the windows decode together
-// as the rows of one batch and their texts are joined.
+// as the rows of one batch and their texts are joined. With timestamps the prompt leaves out
+// <|notimestamps|>, Whisper's timestamp rules shape each step and every window's tokens become
+// timed segments offset by the window's start.
 #pragma once
 #include <filesystem>
 #include <map>
@@ -17,6 +19,7 @@
 #include "modal/audio/logmel.h"
 #include "modal/text/tokenizer.h"
 #include "mminfer/session.h"
+#include "pipelines/generation/whisper_segments.h"
 
 namespace mminfer::pipelines {
 
@@ -26,6 +29,7 @@ struct TranscribeOptions {
   size_t max_new_tokens = 0;        // 0: the folder's generation_config
   size_t windows_per_batch = 8;     // windows decoded together (bounds the cache's memory)
   size_t beams = 0;                 // > 1: beam search; 0: the folder's num_beams
+  bool timestamps = false;          // timed segments (needs the folder's timestamp tokens)
 };
 
 struct Transcript {
@@ -33,6 +37,7 @@ struct Transcript {
   std::string language;  // the language token used, e.g. "<|en|>"
   size_t windows = 0;
   std::vector<generate::TokenId> tokens;  // every window's new tokens, in order
+  std::vector<TimedSegment> segments;     // with timestamps: every window's, in order
   generate::DecodeTimings timings;        // summed over the batches
   double encoder_ms = 0;
 };
@@ -43,11 +48,13 @@ class SpeechToText {
   SpeechToText(const std::filesystem::path& dir, const SessionOptions& options, DType kv_cache = DType::kFloat32);
 
   int sample_rate() const { return logmel_->options().sample_rate; }
+  // Throws Error (one line) unless the folder has Whisper's timestamp tokens.
+  void require_timestamps() const;
   // Mono samples at sample_rate(). Throws Error for an empty clip.
   Transcript transcribe(const std::vector<float>& samples, const TranscribeOptions& options);
 
  private:
-  std::vector<generate::TokenId> prompt(const std::string& language, const std::string& task) const;
+  std::vector<generate::TokenId> prompt(const std::string& language, const std::string& task, bool timestamps) const;
   std::string detect_language(size_t rows);
   Tensor features(const std::vector<float>& samples, size_t first, size_t count) const;
 
@@ -57,6 +64,7 @@ class SpeechToText {
   generate::GenerationConfig config_;
   std::map<std::string, generate::TokenId> languages_, tasks_;
   std::optional<generate::TokenId> no_timestamps_;
+  std::optional<generate::TimestampRules> timestamp_rules_;  // when tokenizer.json has the timestamps
   generate::TokenId start_ = 0;
   std::optional<generate::TokenId> forced_language_, forced_task_;
   int64_t context_ = 0;  // max_target_positions
