@@ -2,7 +2,8 @@
 """`mminfer chat` on the SmolVLM-shaped vlm-tiny (tools/make_generative_models.py): for every
 reference question and image, the PNG decoded and preprocessed in C++, the features spliced over the
 image tokens, the decoder's cache owned by the runtime; the answer's tokens must equal torch's
-greedy ones (up to an end token). Bad input gets one line.
+greedy ones (up to an end token). Several questions about one image run the vision encoder once
+(encoder_runs), with the same answers as with the feature cache off. Bad input gets one line.
 
     check_chat_cli.py --mminfer BIN --model DIR --work DIR"""
 import json
@@ -32,6 +33,23 @@ def main():
             r = json.loads(p.stdout) if p.returncode == 0 else {}
             check(r.get("tokens") == want and r.get("prompt_tokens") == len(ids),
                   f"{case['case']} {img} '{q}': {len(want)} tokens equal torch's {p.stderr.strip()[:200] if p.returncode else ''}")
+    # Two questions about one image: one encoder run with the feature cache, two without; same tokens.
+    first = ref["cases"][0]
+    image = os.path.join(a.model, "reference", first["images"][0])
+    questions = [first["questions"][0], "Describe the shapes and their colours."]
+    runs = {}
+    for mb in ("256", "0"):
+        p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "--image", image, *questions, "--max-new-tokens", "6",
+                            "--json", "--feature-cache-mb", mb], capture_output=True, text=True, timeout=300)
+        runs[mb] = [json.loads(line) for line in p.stdout.splitlines()] if p.returncode == 0 else []
+    cached, plain = runs["256"], runs["0"]
+    check(len(cached) == 2 and [r["encoder_runs"] for r in cached] == [1, 1], f"two questions, one encoder run: {cached and [r['encoder_runs'] for r in cached]}")
+    check(len(plain) == 2 and [r["encoder_runs"] for r in plain] == [1, 2], "--feature-cache-mb 0: an encoder run per question")
+    check(len(cached) == 2 and [r["tokens"] for r in cached] == [r["tokens"] for r in plain],
+          "the same answers with the feature cache as without")
+    p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "hi", "--feature-cache-mb", "-1"], capture_output=True, text=True)
+    check(p.returncode != 0 and "--feature-cache-mb" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+          f"a negative --feature-cache-mb: {p.stderr.strip()[:200]}")
     junk = os.path.join(a.work, "junk.png")
     open(junk, "wb").write(b"not an image")
     p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "--image", junk, "hi"], capture_output=True, text=True)

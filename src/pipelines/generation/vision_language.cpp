@@ -98,6 +98,7 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
   }
   config_ = read_generation_settings(dir);
   vision_ = load(dir, "vision_encoder.onnx", options);
+  features_.set_identity(model_identity(find_model_file(dir, "vision_encoder.onnx")));
   embed_ = load(dir, "embed_tokens.onnx", options);
   std::string decoder = find_model_file(dir, "decoder_model_merged.onnx");
   if (decoder.empty()) throw Error(dir.string() + ": decoder_model_merged.onnx is missing");
@@ -127,7 +128,12 @@ generate::DecodedSequence VisionLanguage::answer(const std::string& question, co
                                                  double* encoder_ms) {
   Tensor features;
   auto t0 = std::chrono::steady_clock::now();
-  if (img) features = run_one(*vision_, "pixel_values", pixels(*img));
+  if (img) {
+    Tensor px = pixels(*img);
+    features = features_.rows("image", {content_digest(px)}, [&](const std::vector<size_t>&) {
+      return run_one(*vision_, "pixel_values", px);
+    })[0];
+  }
   if (encoder_ms) *encoder_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   request.prompts = {prompt_ids(question, img != nullptr)};
   if (request.context <= 0) request.context = context_;

@@ -19,6 +19,7 @@
 #include "modal/image/image.h"
 #include "modal/image/normalize.h"
 #include "modal/text/tokenizer.h"
+#include "pipelines/generation/feature_cache.h"
 #include "mminfer/session.h"
 #include "runtime/cached_decoder.h"
 
@@ -38,6 +39,10 @@ class VisionLanguage {
   generate::DecodedSequence answer(const std::string& question, const image::Image* image, generate::DecodeRequest request,
                                    generate::DecodeTimings* timings = nullptr, double* encoder_ms = nullptr);
   const generate::GenerationConfig& config() const { return config_; }
+  // The image features' cache (one per pipeline unless shared; null: none) and how often the
+  // vision encoder ran.
+  EncoderFeatures& features() { return features_; }
+
 
  private:
   int size_ = 384;
@@ -49,6 +54,7 @@ class VisionLanguage {
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<Session> vision_, embed_;
   std::unique_ptr<runtime::CachedDecoder> decoder_;
+  EncoderFeatures features_{""};
 };
 
 }  // namespace mminfer::pipelines
