@@ -2,6 +2,7 @@
 // vision-language folder, streamed as they are made. Several questions about one image are
 // answered one after the other, each on its own; the image goes through the vision encoder once.
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -23,10 +24,12 @@ int cmd_chat(int argc, char** argv) {
         "                    [--threads N] [--feature-cache-mb N] [--json]\n"
         "  answers about an image from a vision-language folder (transformers.js's SmolVLM layout:\n"
         "  vision_encoder.onnx, embed_tokens.onnx, decoder_model_merged.onnx, tokenizer.json, configs),\n"
-        "  streamed as they are made, one line each; the image is encoded once for all the questions\n"
+        "  streamed as they are made, one line each; the prompt is the folder's chat template (else\n"
+        "  Idefics3's form); the image is encoded once for all the questions\n"
         "  (--feature-cache-mb 0: once per question). --json prints one line per question:\n"
-        "  {\"text\", \"tokens\", \"prompt_tokens\", \"encoder_ms\", \"encoder_runs\", \"prefill_ms\",\n"
-        "  \"decode_ms_per_token\"} (encoder_runs: the images encoded so far)\n",
+        "  {\"text\", \"tokens\", \"prompt_tokens\", \"chat_template\", \"encoder_ms\", \"encoder_runs\",\n"
+        "  \"prefill_ms\", \"decode_ms_per_token\"} (chat_template: the file it came from, null when none;\n"
+        "  encoder_runs: the images encoded so far)\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
@@ -47,6 +50,9 @@ int cmd_chat(int argc, char** argv) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     };
+  // The file whose chat template made the prompt; null: Idefics3's form.
+  nlohmann::ordered_json template_file = nullptr;
+  if (const auto* t = model.chat_template()) template_file = std::filesystem::path(t->file()).filename().string();
   for (const std::string& question : args.positional()) {
     generate::DecodeTimings t;
     double encoder_ms = 0;
@@ -56,6 +62,7 @@ int cmd_chat(int argc, char** argv) {
                                     {"tokens", out.tokens},
                                     {"stop_reason", generate::stop_reason_name(out.reason)},
                                     {"prompt_tokens", t.prompt_tokens},
+                                    {"chat_template", template_file},
                                     {"encoder_ms", encoder_ms},
                                     {"encoder_runs", model.features().counts().encoded},
                                     {"prefill_ms", t.prefill_ms},

@@ -97,6 +97,7 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
     norm_.std = float_triple(pre, "image_std", {0.5f, 0.5f, 0.5f}, pre_file);
   }
   config_ = read_generation_settings(dir);
+  template_ = ChatTemplate::from_folder(dir);
   vision_ = load(dir, "vision_encoder.onnx", options);
   features_.set_identity(model_identity(find_model_file(dir, "vision_encoder.onnx")));
   embed_ = load(dir, "embed_tokens.onnx", options);
@@ -106,14 +107,31 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
   if (!decoder_->has_input("inputs_embeds")) throw Error(decoder + ": the decoder takes no inputs_embeds");
 }
 
-std::vector<generate::TokenId> VisionLanguage::prompt_ids(const std::string& question, bool with_image) const {
-  std::string image;
-  if (with_image) {
-    image = "<fake_token_around_image><global-img>";
-    for (int64_t i = 0; i < image_seq_len_; ++i) image += "<image>";
-    image += "<fake_token_around_image>";
+std::string VisionLanguage::prompt_text(const std::string& question, bool with_image) const {
+  std::string text = template_ ? template_->render(ChatTemplate::user_turn(question, with_image), true)
+                               : "<|im_start|>User:" + std::string(with_image ? "<image>" : "") + question +
+                                     "<end_of_utterance>\nAssistant:";
+  std::string image = "<fake_token_around_image><global-img>";
+  for (int64_t i = 0; i < image_seq_len_; ++i) image += "<image>";
+  image += "<fake_token_around_image>";
+  std::string out;
+  size_t images = 0;
+  for (size_t at = 0;;) {  // every <image> the template wrote becomes the image's tokens
+    size_t next = text.find("<image>", at);
+    out += text.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    if (next == std::string::npos) break;
+    out += image;
+    ++images;
+    at = next + 7;
   }
-  text::Encoding e = tokenizer_->encode("<|im_start|>User:" + image + question + "<end_of_utterance>\nAssistant:", false);
+  if (images != (with_image ? 1u : 0u))
+    throw Error((template_ ? template_->file() : std::string("the prompt")) + " wrote " + std::to_string(images) +
+                " <image> markers for " + std::to_string(with_image ? 1 : 0) + " image");
+  return out;
+}
+
+std::vector<generate::TokenId> VisionLanguage::prompt_ids(const std::string& question, bool with_image) const {
+  text::Encoding e = tokenizer_->encode(prompt_text(question, with_image), false);
   return std::vector<generate::TokenId>(e.ids.begin(), e.ids.end());
 }
 
