@@ -142,11 +142,24 @@ std::vector<Token> tokenize(const std::string& s, int line) {
       while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '_' ||
                               (s[j] == '.' && !real && j + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[j + 1])))))
         real |= s[j] == '.', ++j;
+      if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {  // an exponent: 1e5, 2.5E-3
+        size_t k = j + 1;
+        if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
+        if (k < s.size() && std::isdigit(static_cast<unsigned char>(s[k]))) {
+          while (k < s.size() && std::isdigit(static_cast<unsigned char>(s[k]))) ++k;
+          real = true;
+          j = k;
+        }
+      }
       std::string digits;
       for (size_t k = i; k < j; ++k)
         if (s[k] != '_') digits += s[k];
       Token t{Token::kNumber, digits, {}};
-      t.number = real ? nlohmann::ordered_json(std::stod(digits)) : nlohmann::ordered_json(std::stoll(digits));
+      try {
+        t.number = real ? nlohmann::ordered_json(std::stod(digits)) : nlohmann::ordered_json(std::stoll(digits));
+      } catch (const std::exception&) {
+        fail(line, "the number " + digits + " is out of range");
+      }
       out.push_back(std::move(t));
       i = j;
     } else if (c == '\'' || c == '"') {

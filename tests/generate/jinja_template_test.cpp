@@ -52,6 +52,7 @@ TEST(JinjaTemplate, ValuesPrintAsPython) {
             "de{\"role\": \"user\", \"n\": 2}");
   EXPECT_EQ(render("{{ m.role ~ 1 }} {{ 'x' if m.n > 1 else 'y' }} {{ m.missing is defined }} {{ m.role is string }}", c),
             "user1 x False True");
+  EXPECT_EQ(render("{{ 1e5 }} {{ 2.5E-3 }}"), "100000.0 0.0025");
   EXPECT_EQ(render("{{ '  hi ' | trim | upper }} {{ ' a b '.strip().split(' ') }}"), "HI ['a', 'b']");
 }
 
@@ -63,6 +64,7 @@ TEST(JinjaTemplate, ErrorsNameTheConstruct) {
   EXPECT_NE(error_of("{{ m.a.b }}", {{"m", ordered_json::object()}}).find("undefined"), std::string::npos);
   EXPECT_NE(error_of("{% if x %}").find("{% endif %} is missing"), std::string::npos);
   EXPECT_NE(error_of("{% endfor %}").find("without its opening tag"), std::string::npos);
+  EXPECT_NE(error_of("{{ 99999999999999999999 }}").find("the number 99999999999999999999 is out of range"), std::string::npos);
 }
 
 namespace fs = std::filesystem;
