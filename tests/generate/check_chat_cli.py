@@ -5,7 +5,9 @@ image tokens, the decoder's cache owned by the runtime; the answer's tokens must
 greedy ones (up to an end token). Several questions about one image run the vision encoder once
 (encoder_runs), with the same answers as with the feature cache off. The prompt comes from the
 folder's chat template (chat_template.json here; chat_template.jinja first when present; Idefics3's
-form when there is none), each giving torch's tokens. Bad input and bad templates get one line.
+form when there is none), each giving torch's tokens. A vision encoder taking transformers.js's
+5-D pixel_values [batch, images, 3, H, W] and pixel_attention_mask gives them too. Bad input and
+bad templates get one line.
 
     check_chat_cli.py --mminfer BIN --model DIR --work DIR"""
 import json
@@ -18,6 +20,28 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_checks import Checks, arguments  # noqa: E402
 
 check = Checks()
+
+
+def five_d_encoder(src, dst):
+    """vlm-tiny's vision encoder behind transformers.js's SmolVLM inputs: pixel_values
+    [batch, images, 3, H, W] reshaped to [batch * images, 3, H, W], and pixel_attention_mask."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    m = onnx.load(src)
+    g = m.graph
+    old = g.input[0]
+    h, w = [d.dim_value for d in old.type.tensor_type.shape.dim][2:]
+    for n in g.node:
+        for i, x in enumerate(n.input):
+            if x == "pixel_values":
+                n.input[i] = "pixel_values_4d"
+    g.input.remove(old)
+    g.input.append(helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, ["batch_size", "num_images", 3, h, w]))
+    g.input.append(helper.make_tensor_value_info("pixel_attention_mask", TensorProto.BOOL, ["batch_size", "num_images", h, w]))
+    g.initializer.append(numpy_helper.from_array(np.array([-1, 3, h, w], np.int64), "four_d_shape"))
+    g.node.insert(0, helper.make_node("Reshape", ["pixel_values", "four_d_shape"], ["pixel_values_4d"]))
+    onnx.save(m, dst)
 
 
 def main():
@@ -67,30 +91,33 @@ def main():
                   "<end_of_utterance>\n{% endfor %}\n{%- if add_generation_prompt %}Assistant:{% endif %}\n")
     forms = {"jinja": ("chat_template.jinja", jinja_form, "chat_template.jinja"), "none": (None, None, None),
              "macro": ("chat_template.jinja", "{% macro m() %}{% endmacro %}", "{% macro %} is not supported"),
-             "raise": ("chat_template.jinja", "{{ raise_exception('Only text is supported') }}", "Only text is supported")}
+             "raise": ("chat_template.jinja", "{{ raise_exception('Only text is supported') }}", "Only text is supported"),
+             "5d": (None, None, "chat_template.json")}
     for name, (file, text, expect) in forms.items():
         folder = os.path.join(a.work, "vlm-" + name)
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
         for f in os.listdir(a.model):
-            if f.endswith(".onnx"):
+            if f == "vision_encoder.onnx" and name == "5d":
+                five_d_encoder(os.path.join(a.model, f), os.path.join(folder, f))
+            elif f.endswith(".onnx"):
                 os.symlink(os.path.join(a.model, f), os.path.join(folder, f))
             elif f not in ("reference", "chat_template.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(a.model, f), folder)
         tok = json.load(open(os.path.join(a.model, "tokenizer_config.json")))
-        if name != "jinja":
+        if name not in ("jinja", "5d"):
             tok.pop("chat_template", None)
         json.dump(tok, open(os.path.join(folder, "tokenizer_config.json"), "w"))
-        if name == "jinja":
+        if name in ("jinja", "5d"):
             shutil.copy(os.path.join(a.model, "chat_template.json"), folder)
         if file:
             open(os.path.join(folder, file), "w").write(text)
         p = subprocess.run([a.mminfer, "chat", "--pipeline", folder, "--image", image, first["questions"][0],
                             "--max-new-tokens", str(ref["new_tokens"]), "--json"], capture_output=True, text=True, timeout=300)
-        if name in ("jinja", "none"):
+        if name in ("jinja", "none", "5d"):
             r = json.loads(p.stdout) if p.returncode == 0 else {}
             check(r.get("tokens") == want and r.get("chat_template") == expect,
-                  f"prompt from {expect or 'Idefics3s form'}: torch's tokens {p.stderr.strip()[:200]}")
+                  f"{name}: prompt from {expect or 'Idefics3s form'}: torch's tokens {p.stderr.strip()[:200]}")
         else:
             check(p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and expect in p.stderr and file in p.stderr,
                   f"a template with {name}: one line: {p.stderr.strip()[:200]}")

@@ -100,6 +100,13 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
   template_ = ChatTemplate::from_folder(dir);
   vision_ = load(dir, "vision_encoder.onnx", options);
   features_.set_identity(model_identity(find_model_file(dir, "vision_encoder.onnx")));
+  bool has_pixels = false;
+  for (const ValueInfo& in : vision_->inputs()) {
+    if (in.name == "pixel_values") has_pixels = true, images_axis_ = in.has_shape && in.dims.size() == 5;
+    else if (in.name == "pixel_attention_mask") pixel_mask_ = true;
+    else throw Error(dir.string() + ": vision_encoder.onnx takes '" + in.name + "' (known: pixel_values, pixel_attention_mask)");
+  }
+  if (!has_pixels) throw Error(dir.string() + ": vision_encoder.onnx takes no pixel_values");
   embed_ = load(dir, "embed_tokens.onnx", options);
   std::string decoder = find_model_file(dir, "decoder_model_merged.onnx");
   if (decoder.empty()) throw Error(dir.string() + ": decoder_model_merged.onnx is missing");
@@ -141,6 +148,29 @@ Tensor VisionLanguage::pixels(const image::Image& img) const {
   return image::stack_batch(one);
 }
 
+Tensor VisionLanguage::encode_image(const Tensor& px) {
+  const int64_t h = px.dim(2), w = px.dim(3);
+  std::vector<NamedTensor> inputs;
+  if (images_axis_) {
+    Tensor five = Tensor::empty(DType::kFloat32, {1, 1, 3, h, w});
+    std::memcpy(five.raw(), px.raw(), px.nbytes());
+    inputs.emplace_back("pixel_values", five);
+  } else {
+    inputs.emplace_back("pixel_values", px);
+  }
+  if (pixel_mask_) {  // every pixel is the image's: no padding without splitting
+    Tensor mask = Tensor::empty(DType::kBool, images_axis_ ? Shape{1, 1, h, w} : Shape{1, h, w});
+    std::memset(mask.raw(), 1, mask.nbytes());
+    inputs.emplace_back("pixel_attention_mask", mask);
+  }
+  std::vector<Tensor> out;
+  Status st = vision_->run(inputs, &out);
+  if (!st) throw Error(st.message());
+  if (out.empty() || out[0].dtype() != DType::kFloat32 || out[0].rank() != 3 || out[0].dim(0) != 1)
+    throw Error("expected float32 [1, positions, width] image features from vision_encoder.onnx");
+  return out[0];
+}
+
 generate::DecodedSequence VisionLanguage::answer(const std::string& question, const image::Image* img,
                                                  generate::DecodeRequest request, generate::DecodeTimings* timings,
                                                  double* encoder_ms) {
@@ -148,9 +178,7 @@ generate::DecodedSequence VisionLanguage::answer(const std::string& question, co
   auto t0 = std::chrono::steady_clock::now();
   if (img) {
     Tensor px = pixels(*img);
-    features = features_.rows("image", {content_digest(px)}, [&](const std::vector<size_t>&) {
-      return run_one(*vision_, "pixel_values", px);
-    })[0];
+    features = features_.rows("image", {content_digest(px)}, [&](const std::vector<size_t>&) { return encode_image(px); })[0];
   }
   if (encoder_ms) *encoder_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   request.prompts = {prompt_ids(question, img != nullptr)};

@@ -10,6 +10,8 @@
 // Idefics3's form, "<|im_start|>User:<image>QUESTION<end_of_utterance>\nAssistant:". Either way
 // each <image> becomes <fake_token_around_image><global-img>, image_seq_len image tokens,
 // <fake_token_around_image>.
+// The vision encoder may take pixel_values as [1, 3, H, W] or, as transformers.js exports
+// SmolVLM, [batch, images, 3, H, W] with a pixel_attention_mask [batch, images, H, W] (all true).
 //
 // Not yet: image splitting into tiles (one image at the encoder's size).
 #pragma once
@@ -56,6 +58,9 @@ class VisionLanguage {
   int size_ = 384;
   image::Normalization norm_;
   generate::TokenId image_token_ = -1;
+  bool images_axis_ = false;     // pixel_values is [batch, images, 3, H, W]
+  bool pixel_mask_ = false;      // the encoder takes pixel_attention_mask
+  Tensor encode_image(const Tensor& pixels);
   int64_t image_seq_len_ = 0;
   int64_t context_ = 0;
   generate::GenerationConfig config_;
