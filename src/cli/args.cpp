@@ -163,6 +163,13 @@ size_t beams_flag(const Args& args, const std::string& flag, int most) {
   return static_cast<size_t>(beams);
 }
 
+size_t feature_cache_flag(const Args& args) {
+  if (!args.has("--feature-cache-mb")) return size_t{256} << 20;
+  int mb = args.get_int("--feature-cache-mb", 0);
+  if (mb < 0) throw Error("--feature-cache-mb must not be negative, got " + std::to_string(mb));
+  return static_cast<size_t>(mb) << 20;
+}
+
 DType kv_cache_flag(const Args& args) {
   std::string v = args.get("--kv-cache", "fp32");
   if (v == "fp32") return DType::kFloat32;

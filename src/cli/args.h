@@ -48,6 +48,9 @@ size_t beams_flag(const Args& args, const std::string& flag, int most);
 // --kv-cache fp32|fp16 (fp32 when absent): the dtype of a generative model's KV cache.
 DType kv_cache_flag(const Args& args);
 
+// --feature-cache-mb N (256 when absent; 0: none): the bytes an encoder-feature cache may hold.
+size_t feature_cache_flag(const Args& args);
+
 // --outputs NAME,NAME: the model outputs to compute (all when absent); empty names are an error.
 std::vector<std::string> outputs_flag(const Args& args);
 

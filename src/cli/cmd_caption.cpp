@@ -13,15 +13,17 @@
 namespace mminfer::cli {
 
 int cmd_caption(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads"}, {"--help", "--json", "--jsonl"});
+  Args args(argc, argv, 2, {"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads", "--feature-cache-mb"}, {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16]\n"
-        "                       [--threads N] [--json | --jsonl]\n"
+        "                       [--threads N] [--feature-cache-mb N] [--json | --jsonl]\n"
         "  the text of each image with an image-to-text folder (Optimum's vision-encoder-decoder export:\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and the\n"
-        "  configs); the images are encoded and decoded together. --json prints {\"results\": [{\"input\",\n"
-        "  \"text\", \"tokens\"}], \"encoder_ms\", \"prefill_ms\", \"decode_ms_per_token\"}\n"
+        "  configs); the images are encoded and decoded together, a repeated image encoded once (an encoder-\n"
+        "  feature cache of --feature-cache-mb, 256 by default; 0: none). --json prints {\"results\":\n"
+        "  [{\"input\", \"text\", \"tokens\"}], \"encoder_ms\", \"encoder_runs\", \"prefill_ms\",\n"
+        "  \"decode_ms_per_token\"} (encoder_runs: the images that went through the encoder)\n"
         "  a bad image prints one error line and the others still run (exit status 1)\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -31,7 +33,9 @@ int cmd_caption(int argc, char** argv) {
   pipelines::CaptionOptions options;
   options.max_new_tokens = max_new_tokens_flag(args);
   options.beams = beams_flag(args, "--beam", 16);
+  const size_t feature_bytes = feature_cache_flag(args);
   pipelines::ImageToText model(args.get("--pipeline"), session, kv_cache_flag(args));
+  model.features().set_cache_bytes(feature_bytes);
 
   // Every readable image goes into one batch; the others get their error line.
   const auto& files = args.positional();
@@ -74,6 +78,7 @@ int cmd_caption(int argc, char** argv) {
   if (form == JsonForm::kDocument) {
     nlohmann::ordered_json doc = {{"results", list},
                                   {"encoder_ms", captions.encoder_ms},
+                                  {"encoder_runs", model.features().counts().encoded},
                                   {"prefill_ms", t.prefill_ms},
                                   {"decode_ms_per_token", per_token}};
     std::printf("%s\n", json_text(doc).c_str());

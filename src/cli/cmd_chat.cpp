@@ -1,6 +1,8 @@
-// mminfer chat --pipeline DIR [--image F] "question" : an answer from a vision-language folder,
-// streamed as it is made.
+// mminfer chat --pipeline DIR [--image F] "question" ["question"...] : answers from a
+// vision-language folder, streamed as they are made. Several questions about one image are
+// answered one after the other, each on its own; the image goes through the vision encoder once.
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -14,23 +16,30 @@
 namespace mminfer::cli {
 
 int cmd_chat(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--image", "--max-new-tokens", "--kv-cache", "--threads"}, {"--help", "--json"});
-  if (args.has("--help") || !args.has("--pipeline") || args.positional().size() != 1) {
+  Args args(argc, argv, 2, {"--pipeline", "--image", "--max-new-tokens", "--kv-cache", "--threads", "--feature-cache-mb"},
+            {"--help", "--json"});
+  if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
-        "usage: mminfer chat --pipeline DIR [--image F] QUESTION [--max-new-tokens N] [--kv-cache fp32|fp16]\n"
-        "                    [--threads N] [--json]\n"
-        "  an answer about an image from a vision-language folder (transformers.js's SmolVLM layout:\n"
+        "usage: mminfer chat --pipeline DIR [--image F] QUESTION... [--max-new-tokens N] [--kv-cache fp32|fp16]\n"
+        "                    [--threads N] [--feature-cache-mb N] [--json]\n"
+        "  answers about an image from a vision-language folder (transformers.js's SmolVLM layout:\n"
         "  vision_encoder.onnx, embed_tokens.onnx, decoder_model_merged.onnx, tokenizer.json, configs),\n"
-        "  streamed as it is made; --json prints {\"text\", \"tokens\", \"prompt_tokens\", \"encoder_ms\",\n"
-        "  \"prefill_ms\", \"decode_ms_per_token\"}\n",
+        "  streamed as they are made, one line each; the prompt is the folder's chat template (else\n"
+        "  Idefics3's form); the image is encoded once for all the questions\n"
+        "  (--feature-cache-mb 0: once per question). --json prints one line per question:\n"
+        "  {\"text\", \"tokens\", \"prompt_tokens\", \"chat_template\", \"encoder_ms\", \"encoder_runs\",\n"
+        "  \"prefill_ms\", \"decode_ms_per_token\"} (chat_template: the file it came from, null when none;\n"
+        "  encoder_runs: the images encoded so far)\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = threads_flag(args);
+  const size_t feature_bytes = feature_cache_flag(args);
   std::optional<image::Image> img;
   if (args.has("--image")) img = image::decode_image(read_input_file(args.get("--image")));
   pipelines::VisionLanguage model(args.get("--pipeline"), session, kv_cache_flag(args));
+  model.features().set_cache_bytes(feature_bytes);
   generate::DecodeRequest request;
   request.config = model.config();
   request.config.num_beams = 1;
@@ -41,22 +50,28 @@ int cmd_chat(int argc, char** argv) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     };
-  generate::DecodeTimings t;
-  double encoder_ms = 0;
-  const std::string& question = args.positional()[0];
-  generate::DecodedSequence out = model.answer(question, img ? &*img : nullptr, request, &t, &encoder_ms);
-  double per_token = t.ms_per_token();
-  if (json) {
-    nlohmann::ordered_json doc = {{"text", out.text},
-                                  {"tokens", out.tokens},
-                                  {"stop_reason", generate::stop_reason_name(out.reason)},
-                                  {"prompt_tokens", t.prompt_tokens},
-                                  {"encoder_ms", encoder_ms},
-                                  {"prefill_ms", t.prefill_ms},
-                                  {"decode_ms_per_token", per_token}};
-    std::printf("%s\n", json_text(doc).c_str());
-  } else {
-    std::printf("\n");
+  // The file whose chat template made the prompt; null: Idefics3's form.
+  nlohmann::ordered_json template_file = nullptr;
+  if (const auto* t = model.chat_template()) template_file = std::filesystem::path(t->file()).filename().string();
+  for (const std::string& question : args.positional()) {
+    generate::DecodeTimings t;
+    double encoder_ms = 0;
+    generate::DecodedSequence out = model.answer(question, img ? &*img : nullptr, request, &t, &encoder_ms);
+    if (json) {
+      nlohmann::ordered_json doc = {{"text", out.text},
+                                    {"tokens", out.tokens},
+                                    {"stop_reason", generate::stop_reason_name(out.reason)},
+                                    {"prompt_tokens", t.prompt_tokens},
+                                    {"chat_template", template_file},
+                                    {"encoder_ms", encoder_ms},
+                                    {"encoder_runs", model.features().counts().encoded},
+                                    {"prefill_ms", t.prefill_ms},
+                                    {"decode_ms_per_token", t.ms_per_token()}};
+      std::printf("%s\n", json_text(doc).c_str());
+    } else {
+      std::printf("\n");
+    }
+    std::fflush(stdout);
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 // with the KV cache owned by the runtime. Tokens stream to stdout as they are made.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/json_output.h"
+#include "pipelines/generation/chat_template.h"
 #include "pipelines/generation/text_generator.h"
 
 namespace mminfer::cli {
@@ -19,12 +21,14 @@ const char* const kUsage =
     "usage: mminfer generate --pipeline DIR PROMPT... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
     "                        [--top-p P] [--seed S] [--repetition-penalty R] [--stop STRING]...\n"
     "                        [--num-beams N] [--prompt-ids 1,2,3] [--kv-cache fp32|fp16] [--threads N] [--profile]\n"
-    "                        [--json | --jsonl]\n"
+    "                        [--chat] [--json | --jsonl]\n"
     "  text from a decoder-only model folder (ONNX decoder with past_key_values, config.json,\n"
     "  tokenizer.json, generation_config.json); each prompt is its own sequence, all decoded together\n"
     "  the decoding settings default to the folder's generation_config.json; --temperature turns\n"
     "  sampling on (reproducible with --seed); --num-beams N > 1 searches N beams (the best one is\n"
-    "  printed once found); --prompt-ids gives a prompt as token ids\n"
+    "  printed once found); --prompt-ids gives a prompt as token ids; --chat makes each prompt a user\n"
+    "  message in the folder's chat template (chat_template.jinja, chat_template.json or\n"
+    "  tokenizer_config.json's chat_template) with the assistant's turn opened\n"
     "  one prompt streams its text as it is made; --json prints {\"results\": [{\"prompt\", \"text\",\n"
     "  \"tokens\", \"stop_reason\", \"prompt_tokens\", \"prefill_ms\", \"decode_ms_per_token\",\n"
     "  \"tokens_per_s\"}]}; --profile prints the decoder's time per op type to stderr\n";
@@ -54,7 +58,7 @@ int cmd_generate(int argc, char** argv) {
   Args args(argc, argv, 2,
             {"--pipeline", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty",
              "--stop", "--prompt-ids", "--threads", "--num-beams", "--kv-cache"},
-            {"--help", "--json", "--jsonl", "--profile"});
+            {"--help", "--json", "--jsonl", "--profile", "--chat"});
   if (args.has("--help") || !args.has("--pipeline") || (args.positional().empty() && !args.has("--prompt-ids"))) {
     std::fputs(kUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -111,7 +115,18 @@ int cmd_generate(int argc, char** argv) {
   }
 
   std::vector<std::string> prompts = args.positional();
-  for (const std::string& p : prompts) request.prompts.push_back(generator.encode(p));
+  if (args.has("--chat")) {
+    const std::string dir = args.get("--pipeline");
+    std::optional<pipelines::ChatTemplate> chat = pipelines::ChatTemplate::from_folder(dir);
+    if (!chat)
+      throw Error(dir + ": --chat needs a chat template (chat_template.jinja, chat_template.json or tokenizer_config.json's "
+                        "chat_template) and the folder has none");
+    for (const std::string& p : prompts)
+      request.prompts.push_back(generator.encode(
+          chat->render(nlohmann::ordered_json::array({{{"role", "user"}, {"content", p}}}), true), false));
+  } else {
+    for (const std::string& p : prompts) request.prompts.push_back(generator.encode(p));
+  }
   for (const std::string& ids : args.all("--prompt-ids")) {
     request.prompts.push_back(parse_ids(ids));
     generator.check_ids(request.prompts.back());

@@ -14,19 +14,22 @@
 namespace mminfer::cli {
 
 int cmd_transcribe(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--kv-cache", "--threads"},
+  Args args(argc, argv, 2, {"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--kv-cache", "--threads",
+             "--feature-cache-mb"},
             {"--help", "--json", "--jsonl", "--timestamps"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer transcribe --pipeline DIR AUDIO... [--language en] [--task transcribe|translate]\n"
         "                          [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16] [--threads N]\n"
-        "                          [--timestamps] [--json | --jsonl]\n"
+        "                          [--timestamps] [--feature-cache-mb N] [--json | --jsonl]\n"
         "  the text of each audio file (WAV, FLAC, Ogg, MP3...) with a Whisper-style folder (Optimum's\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and\n"
         "  the configs); audio longer than the model's window (30 s) is cut into windows decoded together\n"
         "  --language: the spoken language (detected from the first window when neither it nor the\n"
         "  folder says); --json prints {\"results\": [{\"input\", \"text\", \"language\", \"windows\",\n"
-        "  \"tokens\", \"encoder_ms\", \"prefill_ms\", \"decode_ms\", \"decode_ms_per_token\"}]}\n"
+        "  \"tokens\", \"encoder_ms\", \"encoder_runs\", \"prefill_ms\", \"decode_ms\", \"decode_ms_per_token\"}]}\n"
+        "  (encoder_runs: windows encoded so far; a repeated window is encoded once unless\n"
+        "  --feature-cache-mb is 0)\n"
         "  --timestamps: Whisper's timestamp mode (the folder's <|0.00|>..<|30.00|> tokens); prints\n"
         "  FILE: then one line per segment, [mm:ss.mmm --> mm:ss.mmm] text, times from the audio's\n"
         "  start; --json adds \"segments\": [{\"start\", \"end\", \"text\", \"tokens\"}] (seconds)\n"
@@ -36,7 +39,9 @@ int cmd_transcribe(int argc, char** argv) {
   }
   SessionOptions session;
   session.threads = threads_flag(args);
+  const size_t feature_bytes = feature_cache_flag(args);
   pipelines::SpeechToText model(args.get("--pipeline"), session, kv_cache_flag(args));
+  model.features().set_cache_bytes(feature_bytes);
   pipelines::TranscribeOptions options;
   options.language = args.get("--language");
   options.task = args.get("--task");
@@ -62,6 +67,7 @@ int cmd_transcribe(int argc, char** argv) {
                                          {"windows", t.windows},
                                          {"tokens", t.tokens},
                                          {"encoder_ms", t.encoder_ms},
+                                         {"encoder_runs", model.features().counts().encoded},
                                          {"prefill_ms", t.timings.prefill_ms},
                                          {"decode_ms", t.timings.decode_ms},
                                          {"decode_ms_per_token", per_token}};

@@ -3,7 +3,8 @@
 PNGs decoded and preprocessed in C++, encoded and decoded as one batch with the runtime-owned
 cache. Greedy captions must equal torch's for every image; beam search, a float16 KV cache and decoders quantized by
 `mminfer optimize --quantize int4` / `int8w` must stay within 1 point of FP32's exact-match
-accuracy (figures printed). Bad images get one line each and the rest still run.
+accuracy (figures printed). A repeated image goes through the encoder once (encoder_runs) and
+gets the caption it gets alone. Bad images get one line each and the rest still run.
 
     check_caption_cli.py --mminfer BIN --model DIR --work DIR"""
 import glob
@@ -44,6 +45,18 @@ def main():
     print(f"greedy FP32: exact match {fp32:.4f} ({len(images)} images), {same} captions equal torch's")
     check(same == len(images), "every greedy caption equals torch's")
     check({"encoder_ms", "prefill_ms", "decode_ms_per_token"} <= set(doc), "--json timings")
+
+    # A repeated image: the encoder runs once per distinct image, the captions are those of the batch.
+    repeated = [images[0], images[1], images[0], images[0]]
+    runs = {}
+    for mb in ("256", "0"):
+        rc, out, err = caption(a.mminfer, a.model, repeated, "--feature-cache-mb", mb)
+        runs[mb] = json.loads(out) if rc == 0 else {"results": []}
+    texts = [torch_captions[os.path.basename(i)] for i in repeated]
+    check(runs["256"].get("encoder_runs") == 2 and [r["text"] for r in runs["256"]["results"]] == texts,
+          f"a repeated image is encoded once: encoder_runs {runs['256'].get('encoder_runs')}, torch's captions")
+    check(runs["0"].get("encoder_runs") == 4 and [r["text"] for r in runs["0"]["results"]] == texts,
+          "--feature-cache-mb 0: every image encoded, the same captions")
 
     # Only decoder_model_merged.onnx (its If on use_cache_branch fixed each way): the same captions.
     merged = os.path.join(a.work, "merged-only")

@@ -2,11 +2,17 @@
 """`mminfer chat` on the SmolVLM-shaped vlm-tiny (tools/make_generative_models.py): for every
 reference question and image, the PNG decoded and preprocessed in C++, the features spliced over the
 image tokens, the decoder's cache owned by the runtime; the answer's tokens must equal torch's
-greedy ones (up to an end token). Bad input gets one line.
+greedy ones (up to an end token). Several questions about one image run the vision encoder once
+(encoder_runs), with the same answers as with the feature cache off. The prompt comes from the
+folder's chat template (chat_template.json here; chat_template.jinja first when present; Idefics3's
+form when there is none), each giving torch's tokens. A vision encoder taking transformers.js's
+5-D pixel_values [batch, images, 3, H, W] and pixel_attention_mask gives them too. Bad input and
+bad templates get one line.
 
     check_chat_cli.py --mminfer BIN --model DIR --work DIR"""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -14,6 +20,28 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_checks import Checks, arguments  # noqa: E402
 
 check = Checks()
+
+
+def five_d_encoder(src, dst):
+    """vlm-tiny's vision encoder behind transformers.js's SmolVLM inputs: pixel_values
+    [batch, images, 3, H, W] reshaped to [batch * images, 3, H, W], and pixel_attention_mask."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    m = onnx.load(src)
+    g = m.graph
+    old = g.input[0]
+    h, w = [d.dim_value for d in old.type.tensor_type.shape.dim][2:]
+    for n in g.node:
+        for i, x in enumerate(n.input):
+            if x == "pixel_values":
+                n.input[i] = "pixel_values_4d"
+    g.input.remove(old)
+    g.input.append(helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, ["batch_size", "num_images", 3, h, w]))
+    g.input.append(helper.make_tensor_value_info("pixel_attention_mask", TensorProto.BOOL, ["batch_size", "num_images", h, w]))
+    g.initializer.append(numpy_helper.from_array(np.array([-1, 3, h, w], np.int64), "four_d_shape"))
+    g.node.insert(0, helper.make_node("Reshape", ["pixel_values", "four_d_shape"], ["pixel_values_4d"]))
+    onnx.save(m, dst)
 
 
 def main():
@@ -30,8 +58,69 @@ def main():
             p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "--image", os.path.join(a.model, "reference", img),
                                 q, "--max-new-tokens", str(ref["new_tokens"]), "--json"], capture_output=True, text=True, timeout=300)
             r = json.loads(p.stdout) if p.returncode == 0 else {}
-            check(r.get("tokens") == want and r.get("prompt_tokens") == len(ids),
+            check(r.get("tokens") == want and r.get("prompt_tokens") == len(ids) and r.get("chat_template") == "chat_template.json",
                   f"{case['case']} {img} '{q}': {len(want)} tokens equal torch's {p.stderr.strip()[:200] if p.returncode else ''}")
+    # Two questions about one image: one encoder run with the feature cache, two without; same tokens.
+    first = ref["cases"][0]
+    image = os.path.join(a.model, "reference", first["images"][0])
+    questions = [first["questions"][0], "Describe the shapes and their colours."]
+    runs = {}
+    for mb in ("256", "0"):
+        p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "--image", image, *questions, "--max-new-tokens", "6",
+                            "--json", "--feature-cache-mb", mb], capture_output=True, text=True, timeout=300)
+        runs[mb] = [json.loads(line) for line in p.stdout.splitlines()] if p.returncode == 0 else []
+    cached, plain = runs["256"], runs["0"]
+    check(len(cached) == 2 and [r["encoder_runs"] for r in cached] == [1, 1], f"two questions, one encoder run: {cached and [r['encoder_runs'] for r in cached]}")
+    check(len(plain) == 2 and [r["encoder_runs"] for r in plain] == [1, 2], "--feature-cache-mb 0: an encoder run per question")
+    check(len(cached) == 2 and [r["tokens"] for r in cached] == [r["tokens"] for r in plain],
+          "the same answers with the feature cache as without")
+    p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "hi", "--feature-cache-mb", "-1"], capture_output=True, text=True)
+    check(p.returncode != 0 and "--feature-cache-mb" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+          f"a negative --feature-cache-mb: {p.stderr.strip()[:200]}")
+    # The template's source: chat_template.jinja first (this one written over lines, the same text),
+    # none at all (Idefics3's form by hand), a template outside the subset, raise_exception.
+    want = first["tokens"][0]
+    for stop in range(len(want)):
+        if want[stop] in eos:
+            want = want[:stop + 1]
+            break
+    jinja_form = ("{%- for message in messages -%}\n  {{- '<|im_start|>' if loop.first }}{{ message.role | capitalize }}\n"
+                  "  {%- if message.content[0].type == 'image' %}:{% else %}: {% endif %}\n"
+                  "  {%- for part in message.content %}\n    {%- if part.type == 'text' %}{{ part.text }}"
+                  "{% elif part.type == 'image' %}<image>{% endif %}\n  {%- endfor -%}\n"
+                  "<end_of_utterance>\n{% endfor %}\n{%- if add_generation_prompt %}Assistant:{% endif %}\n")
+    forms = {"jinja": ("chat_template.jinja", jinja_form, "chat_template.jinja"), "none": (None, None, None),
+             "macro": ("chat_template.jinja", "{% macro m() %}{% endmacro %}", "{% macro %} is not supported"),
+             "raise": ("chat_template.jinja", "{{ raise_exception('Only text is supported') }}", "Only text is supported"),
+             "5d": (None, None, "chat_template.json")}
+    for name, (file, text, expect) in forms.items():
+        folder = os.path.join(a.work, "vlm-" + name)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        for f in os.listdir(a.model):
+            if f == "vision_encoder.onnx" and name == "5d":
+                five_d_encoder(os.path.join(a.model, f), os.path.join(folder, f))
+            elif f.endswith(".onnx"):
+                os.symlink(os.path.join(a.model, f), os.path.join(folder, f))
+            elif f not in ("reference", "chat_template.json", "tokenizer_config.json"):
+                shutil.copy(os.path.join(a.model, f), folder)
+        tok = json.load(open(os.path.join(a.model, "tokenizer_config.json")))
+        if name not in ("jinja", "5d"):
+            tok.pop("chat_template", None)
+        json.dump(tok, open(os.path.join(folder, "tokenizer_config.json"), "w"))
+        if name in ("jinja", "5d"):
+            shutil.copy(os.path.join(a.model, "chat_template.json"), folder)
+        if file:
+            open(os.path.join(folder, file), "w").write(text)
+        p = subprocess.run([a.mminfer, "chat", "--pipeline", folder, "--image", image, first["questions"][0],
+                            "--max-new-tokens", str(ref["new_tokens"]), "--json"], capture_output=True, text=True, timeout=300)
+        if name in ("jinja", "none", "5d"):
+            r = json.loads(p.stdout) if p.returncode == 0 else {}
+            check(r.get("tokens") == want and r.get("chat_template") == expect,
+                  f"{name}: prompt from {expect or 'Idefics3s form'}: torch's tokens {p.stderr.strip()[:200]}")
+        else:
+            check(p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and expect in p.stderr and file in p.stderr,
+                  f"a template with {name}: one line: {p.stderr.strip()[:200]}")
     junk = os.path.join(a.work, "junk.png")
     open(junk, "wb").write(b"not an image")
     p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "--image", junk, "hi"], capture_output=True, text=True)

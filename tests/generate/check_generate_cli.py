@@ -149,7 +149,23 @@ def main():
     config = json.load(open(os.path.join(llama, "config.json")))
     config.pop("max_position_embeddings")
     json.dump(config, open(os.path.join(unbounded, "config.json"), "w"))
+    # --chat: the prompt is the folder's chat template around the user's message, without the
+    # tokenizer's special tokens; the same tokens as that text given plainly.
+    chat = os.path.join(a.work, "chat-template")
+    shutil.rmtree(chat, ignore_errors=True)
+    shutil.copytree(llama, chat)
+    tok = json.load(open(os.path.join(llama, "tokenizer_config.json")))
+    tok["chat_template"] = ("{% for m in messages %}{{ m.role | upper }}: {{ m.content | trim }}\n{% endfor %}"
+                            "{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+    json.dump(tok, open(os.path.join(chat, "tokenizer_config.json"), "w"))
+    rc, out, err = run(a.mminfer, "--pipeline", chat, "--chat", " hello there ", "--max-new-tokens", "6", "--json")
+    plain_rc, plain, _ = run(a.mminfer, "--pipeline", chat, "USER: hello there\nASSISTANT:", "--max-new-tokens", "6", "--json")
+    got = json.loads(out)["results"][0] if rc == 0 else {}
+    want = json.loads(plain)["results"][0] if plain_rc == 0 else {"tokens": None}
+    check(got.get("tokens") == want["tokens"] and got.get("prompt_tokens") == want.get("prompt_tokens"),
+          f"--chat renders the folder's template: {err.strip()[:200]}")
     bad = [
+        (["--pipeline", llama, "--chat", "hi"], 1, "--chat needs a chat template"),
         (["--pipeline", unbounded, "hi", "--max-new-tokens", "1000000000"], 1, "GiB limit: ask for fewer new tokens"),
         (["--pipeline", mismatched, "hi"], 1, "the tokenizer does not belong to this model"),
         (["--pipeline", os.path.join(a.work, "absent"), "hi"], 1, "not a folder"),

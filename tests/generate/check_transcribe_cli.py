@@ -119,6 +119,14 @@ def main():
     check(r.get("windows") == 20 and len(r.get("tokens", [])) <= 20 * 8, f"19.5 s in 20 windows: {err.strip()[:200]}")
 
     # Bad input: one line each; the good file beside a bad one still transcribes.
+    # The same 1 s window three times: encoded once with the feature cache, the same tokens without.
+    repeated = os.path.join(a.work, "repeated.wav")
+    write_wav(repeated, np.tile(samples[:16000], 3))
+    runs = [transcribe(a.mminfer, "--pipeline", a.model, repeated, "--json", "--feature-cache-mb", mb) for mb in ("256", "0")]
+    got = [json.loads(out)["results"][0] if rc == 0 else {} for rc, out, _ in runs]
+    check(got[0].get("encoder_runs") == 1 and got[1].get("encoder_runs") == 3 and got[0].get("tokens") == got[1].get("tokens"),
+          f"a repeated window is encoded once: encoder_runs {[g.get('encoder_runs') for g in got]}, the same tokens")
+
     empty = os.path.join(a.work, "empty.wav")
     write_wav(empty, np.zeros(0, np.float32))
     junk = os.path.join(a.work, "junk.wav")

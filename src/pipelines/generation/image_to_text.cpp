@@ -57,6 +57,7 @@ ImageToText::ImageToText(const fs::path& dir, const SessionOptions& options, DTy
     throw Error(dir.string() + ": no decoder_start_token_id in config.json or generation_config.json");
   Status s = Session::load(files.encoder, options, &encoder_);
   if (!s) throw Error(files.encoder + ": " + s.message());
+  features_.set_identity(model_identity(files.encoder));
   decoder_ = std::make_unique<generate::EncoderDecoderModel>(files.first_decoder, files.with_past_decoder, options,
                                                                  kv_cache);
 }
@@ -72,11 +73,22 @@ Captions ImageToText::caption(const std::vector<image::Image>& images, const Cap
   if (images.empty()) throw Error("no image to caption");
   Captions out;
   std::vector<Tensor> pixels;
-  for (const image::Image& img : images) pixels.push_back(preprocess(img));
+  std::vector<std::string> digests;
+  for (const image::Image& img : images) {
+    pixels.push_back(preprocess(img));
+    digests.push_back(content_digest(pixels.back()));
+  }
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<Tensor> states;
-  Status s = encoder_->run({{"pixel_values", image::stack_batch(pixels)}}, &states);
-  if (!s) throw Error(s.message());
+  std::vector<Tensor> rows = features_.rows("image", digests, [&](const std::vector<size_t>& items) {
+    std::vector<Tensor> batch;
+    for (size_t i : items) batch.push_back(pixels[i]);
+    std::vector<Tensor> states;
+    Status s = encoder_->run({{"pixel_values", image::stack_batch(batch)}}, &states);
+    if (!s) throw Error(s.message());
+    if (states.empty()) throw Error("the encoder gave no output");
+    return states[0];
+  });
+  std::vector<Tensor> states = {stack_rows(rows)};
   out.encoder_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   generate::DecodeRequest request;

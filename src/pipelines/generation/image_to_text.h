@@ -13,6 +13,7 @@
 #include "modal/image/image.h"
 #include "modal/image/normalize.h"
 #include "modal/text/tokenizer.h"
+#include "pipelines/generation/feature_cache.h"
 #include "mminfer/session.h"
 
 namespace mminfer::pipelines {
@@ -35,7 +36,10 @@ class ImageToText {
 
   // float32 [3, H, W] as the folder's image processor makes it.
   Tensor preprocess(const image::Image& image) const;
+  // Images the feature cache holds, or repeated in the call, skip the encoder.
   Captions caption(const std::vector<image::Image>& images, const CaptionOptions& options);
+  // The encoder_hidden_states' cache (one per pipeline unless shared; null: none) and its counts.
+  EncoderFeatures& features() { return features_; }
 
  private:
   int width_ = 224, height_ = 224;
@@ -46,6 +50,7 @@ class ImageToText {
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<Session> encoder_;
   std::unique_ptr<generate::EncoderDecoderModel> decoder_;
+  EncoderFeatures features_{""};
 };
 
 }  // namespace mminfer::pipelines

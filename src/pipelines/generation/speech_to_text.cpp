@@ -96,6 +96,7 @@ SpeechToText::SpeechToText(const fs::path& dir, const SessionOptions& options, D
 
   Status s = Session::load(files.encoder, options, &encoder_);
   if (!s) throw Error(files.encoder + ": " + s.message());
+  cached_.set_identity(model_identity(files.encoder));
   decoder_ = std::make_unique<generate::EncoderDecoderModel>(files.first_decoder, files.with_past_decoder, options,
                                                                  kv_cache);
 }
@@ -131,14 +132,18 @@ std::string SpeechToText::detect_language(size_t rows) {
   return best;
 }
 
-Tensor SpeechToText::features(const std::vector<float>& samples, size_t first, size_t count) const {
+std::span<const float> SpeechToText::window(const std::vector<float>& samples, size_t w) const {
+  size_t begin = w * static_cast<size_t>(window_samples_);
+  size_t end = std::min(samples.size(), begin + static_cast<size_t>(window_samples_));
+  return std::span<const float>(samples.data() + begin, end - begin);
+}
+
+Tensor SpeechToText::features(const std::vector<float>& samples, const std::vector<size_t>& windows) const {
   const int64_t frames = logmel_->frames(window_samples_), mels = logmel_->options().n_mels;
-  Tensor batch = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(count), mels, frames});
-  for (size_t w = 0; w < count; ++w) {
-    size_t begin = (first + w) * static_cast<size_t>(window_samples_);
-    size_t end = std::min(samples.size(), begin + static_cast<size_t>(window_samples_));
-    Tensor f = logmel_->compute(std::span<const float>(samples.data() + begin, end - begin));
-    std::memcpy(batch.data<float>() + w * mels * frames, f.raw(), f.nbytes());
+  Tensor batch = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(windows.size()), mels, frames});
+  for (size_t k = 0; k < windows.size(); ++k) {
+    Tensor f = logmel_->compute(window(samples, windows[k]));
+    std::memcpy(batch.data<float>() + k * mels * frames, f.raw(), f.nbytes());
   }
   return batch;
 }
@@ -170,9 +175,18 @@ Transcript SpeechToText::transcribe(const std::vector<float>& samples, const Tra
   for (size_t first = 0; first < windows; first += per_batch) {
     size_t count = std::min(per_batch, windows - first);
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<Tensor> states;
-    Status s = encoder_->run({{"input_features", features(samples, first, count)}}, &states);
-    if (!s) throw Error(s.message());
+    std::vector<std::string> digests;
+    for (size_t w = first; w < first + count; ++w) digests.push_back(content_digest(window(samples, w)));
+    std::vector<Tensor> rows = cached_.rows("audio", digests, [&](const std::vector<size_t>& items) {
+      std::vector<size_t> windows;
+      for (size_t i : items) windows.push_back(first + i);
+      std::vector<Tensor> states;
+      Status s = encoder_->run({{"input_features", features(samples, windows)}}, &states);
+      if (!s) throw Error(s.message());
+      if (states.empty()) throw Error("the encoder gave no output");
+      return states[0];
+    });
+    std::vector<Tensor> states = {stack_rows(rows)};
     out.encoder_ms += ms_since(t0);
     if (language.empty() && !languages_.empty()) {
       decoder_->set_encoder_states(states[0]);

@@ -18,6 +18,7 @@
 #include "generate/encoder_decoder_model.h"
 #include "modal/audio/logmel.h"
 #include "modal/text/tokenizer.h"
+#include "pipelines/generation/feature_cache.h"
 #include "mminfer/session.h"
 #include "pipelines/generation/whisper_segments.h"
 
@@ -51,12 +52,16 @@ class SpeechToText {
   // Throws Error (one line) unless the folder has Whisper's timestamp tokens.
   void require_timestamps() const;
   // Mono samples at sample_rate(). Throws Error for an empty clip.
+  // Windows whose samples the feature cache holds (or repeated in the clip) skip the encoder.
   Transcript transcribe(const std::vector<float>& samples, const TranscribeOptions& options);
+  // The encoder outputs' cache, by window (one per pipeline unless shared; null: none), and its counts.
+  EncoderFeatures& features() { return cached_; }
 
  private:
   std::vector<generate::TokenId> prompt(const std::string& language, const std::string& task, bool timestamps) const;
   std::string detect_language(size_t rows);
-  Tensor features(const std::vector<float>& samples, size_t first, size_t count) const;
+  std::span<const float> window(const std::vector<float>& samples, size_t w) const;
+  Tensor features(const std::vector<float>& samples, const std::vector<size_t>& windows) const;
 
   std::filesystem::path dir_;
   std::unique_ptr<audio::LogMel> logmel_;
@@ -71,6 +76,7 @@ class SpeechToText {
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<Session> encoder_;
   std::unique_ptr<generate::EncoderDecoderModel> decoder_;
+  EncoderFeatures cached_{""};
 };
 
 }  // namespace mminfer::pipelines

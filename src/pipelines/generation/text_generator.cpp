@@ -48,8 +48,8 @@ TextGenerator::TextGenerator(const fs::path& dir, const SessionOptions& options,
     throw Error(decoder_file_ + ": the decoder takes no input_ids (a vision-language decoder needs its embeddings)");
 }
 
-std::vector<generate::TokenId> TextGenerator::encode(const std::string& prompt) const {
-  text::Encoding e = tokenizer_->encode(prompt, true);
+std::vector<generate::TokenId> TextGenerator::encode(const std::string& prompt, bool add_special_tokens) const {
+  text::Encoding e = tokenizer_->encode(prompt, add_special_tokens);
   return std::vector<generate::TokenId>(e.ids.begin(), e.ids.end());
 }
 

@@ -28,7 +28,9 @@ class TextGenerator {
   const std::string& decoder_file() const { return decoder_file_; }
   runtime::CachedDecoder& decoder() { return *decoder_; }
 
-  std::vector<generate::TokenId> encode(const std::string& prompt) const;
+  // The tokenizer's ids with its special tokens (a BOS, if it adds one); without them for text a
+  // chat template made, which writes its own.
+  std::vector<generate::TokenId> encode(const std::string& prompt, bool add_special_tokens = true) const;
   std::string decode_tokens(const std::vector<generate::TokenId>& ids) const;
   // Throws Error for an id outside the model's vocabulary.
   void check_ids(const std::vector<generate::TokenId>& ids) const;

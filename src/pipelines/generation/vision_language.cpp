@@ -97,7 +97,16 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
     norm_.std = float_triple(pre, "image_std", {0.5f, 0.5f, 0.5f}, pre_file);
   }
   config_ = read_generation_settings(dir);
+  template_ = ChatTemplate::from_folder(dir);
   vision_ = load(dir, "vision_encoder.onnx", options);
+  features_.set_identity(model_identity(find_model_file(dir, "vision_encoder.onnx")));
+  bool has_pixels = false;
+  for (const ValueInfo& in : vision_->inputs()) {
+    if (in.name == "pixel_values") has_pixels = true, images_axis_ = in.has_shape && in.dims.size() == 5;
+    else if (in.name == "pixel_attention_mask") pixel_mask_ = true;
+    else throw Error(dir.string() + ": vision_encoder.onnx takes '" + in.name + "' (known: pixel_values, pixel_attention_mask)");
+  }
+  if (!has_pixels) throw Error(dir.string() + ": vision_encoder.onnx takes no pixel_values");
   embed_ = load(dir, "embed_tokens.onnx", options);
   std::string decoder = find_model_file(dir, "decoder_model_merged.onnx");
   if (decoder.empty()) throw Error(dir.string() + ": decoder_model_merged.onnx is missing");
@@ -105,14 +114,31 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
   if (!decoder_->has_input("inputs_embeds")) throw Error(decoder + ": the decoder takes no inputs_embeds");
 }
 
-std::vector<generate::TokenId> VisionLanguage::prompt_ids(const std::string& question, bool with_image) const {
-  std::string image;
-  if (with_image) {
-    image = "<fake_token_around_image><global-img>";
-    for (int64_t i = 0; i < image_seq_len_; ++i) image += "<image>";
-    image += "<fake_token_around_image>";
+std::string VisionLanguage::prompt_text(const std::string& question, bool with_image) const {
+  std::string text = template_ ? template_->render(ChatTemplate::user_turn(question, with_image), true)
+                               : "<|im_start|>User:" + std::string(with_image ? "<image>" : "") + question +
+                                     "<end_of_utterance>\nAssistant:";
+  std::string image = "<fake_token_around_image><global-img>";
+  for (int64_t i = 0; i < image_seq_len_; ++i) image += "<image>";
+  image += "<fake_token_around_image>";
+  std::string out;
+  size_t images = 0;
+  for (size_t at = 0;;) {  // every <image> the template wrote becomes the image's tokens
+    size_t next = text.find("<image>", at);
+    out += text.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    if (next == std::string::npos) break;
+    out += image;
+    ++images;
+    at = next + 7;
   }
-  text::Encoding e = tokenizer_->encode("<|im_start|>User:" + image + question + "<end_of_utterance>\nAssistant:", false);
+  if (images != (with_image ? 1u : 0u))
+    throw Error((template_ ? template_->file() : std::string("the prompt")) + " wrote " + std::to_string(images) +
+                " <image> markers for " + std::to_string(with_image ? 1 : 0) + " image");
+  return out;
+}
+
+std::vector<generate::TokenId> VisionLanguage::prompt_ids(const std::string& question, bool with_image) const {
+  text::Encoding e = tokenizer_->encode(prompt_text(question, with_image), false);
   return std::vector<generate::TokenId>(e.ids.begin(), e.ids.end());
 }
 
@@ -122,12 +148,38 @@ Tensor VisionLanguage::pixels(const image::Image& img) const {
   return image::stack_batch(one);
 }
 
+Tensor VisionLanguage::encode_image(const Tensor& px) {
+  const int64_t h = px.dim(2), w = px.dim(3);
+  std::vector<NamedTensor> inputs;
+  if (images_axis_) {
+    Tensor five = Tensor::empty(DType::kFloat32, {1, 1, 3, h, w});
+    std::memcpy(five.raw(), px.raw(), px.nbytes());
+    inputs.emplace_back("pixel_values", five);
+  } else {
+    inputs.emplace_back("pixel_values", px);
+  }
+  if (pixel_mask_) {  // every pixel is the image's: no padding without splitting
+    Tensor mask = Tensor::empty(DType::kBool, images_axis_ ? Shape{1, 1, h, w} : Shape{1, h, w});
+    std::memset(mask.raw(), 1, mask.nbytes());
+    inputs.emplace_back("pixel_attention_mask", mask);
+  }
+  std::vector<Tensor> out;
+  Status st = vision_->run(inputs, &out);
+  if (!st) throw Error(st.message());
+  if (out.empty() || out[0].dtype() != DType::kFloat32 || out[0].rank() != 3 || out[0].dim(0) != 1)
+    throw Error("expected float32 [1, positions, width] image features from vision_encoder.onnx");
+  return out[0];
+}
+
 generate::DecodedSequence VisionLanguage::answer(const std::string& question, const image::Image* img,
                                                  generate::DecodeRequest request, generate::DecodeTimings* timings,
                                                  double* encoder_ms) {
   Tensor features;
   auto t0 = std::chrono::steady_clock::now();
-  if (img) features = run_one(*vision_, "pixel_values", pixels(*img));
+  if (img) {
+    Tensor px = pixels(*img);
+    features = features_.rows("image", {content_digest(px)}, [&](const std::vector<size_t>&) { return encode_image(px); })[0];
+  }
   if (encoder_ms) *encoder_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   request.prompts = {prompt_ids(question, img != nullptr)};
   if (request.context <= 0) request.context = context_;
