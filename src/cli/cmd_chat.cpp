@@ -17,7 +17,7 @@ int cmd_chat(int argc, char** argv) {
   Args args(argc, argv, 2, {"--pipeline", "--image", "--max-new-tokens", "--kv-cache", "--threads"}, {"--help", "--json"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().size() != 1) {
     std::fputs(
-        "usage: mminfer chat --pipeline DIR [--image F] QUESTION [--max-new-tokens N] [--kv-cache fp32|fp16]\n"
+        "usage: mminfer chat --pipeline DIR [--image F] QUESTION [--max-new-tokens N] [--kv-cache fp32|fp16|int8]\n"
         "                    [--threads N] [--json]\n"
         "  an answer about an image from a vision-language folder (transformers.js's SmolVLM layout:\n"
         "  vision_encoder.onnx, embed_tokens.onnx, decoder_model_merged.onnx, tokenizer.json, configs),\n"
