@@ -201,7 +201,7 @@ class GroupQueryAttentionKernel final : public Kernel {
     FloatOut pkey(encoded ? nullptr : pk_out, cache_numel), pval(encoded ? nullptr : pv_out, cache_numel);
     // An encoded cache's rows: bytes per row, and where (batch entry, KV head) c's rows start.
     const int64_t row_bytes = cache_t == DType::kInt8 ? int8_rows::bytes(H) : H * int64_t(dtype_size(cache_t));
-    auto rows_of = [&](const Tensor* cache, int64_t c) {
+    auto head_rows = [&](const Tensor* cache, int64_t c) {
       return static_cast<char*>(const_cast<void*>(cache->raw())) + c * s.past * row_bytes;
     };
     const int64_t q_row = s.packed ? (N + 2 * NK) * H : N * H, kv_row = s.packed ? q_row : NK * H;
@@ -216,7 +216,7 @@ class GroupQueryAttentionKernel final : public Kernel {
       for (int64_t c = c0; c < c1 && encoded; ++c) {
         int64_t b = c / NK, kh = c % NK;
         for (int which = 0; which < 2; ++which) {
-          char* dst = rows_of(which ? pv_t : pk_t, c);
+          char* dst = head_rows(which ? pv_t : pk_t, c);
           for (int64_t i = 0; i < S; ++i) {
             std::memcpy(row.data(), (which ? vd : kd) + (b * S + i) * kv_row + kh * H, sizeof(float) * H);
             if (rotary_ && !which) {
@@ -280,11 +280,11 @@ class GroupQueryAttentionKernel final : public Kernel {
         cached_attention::Rows p{};
         p.q = qbuf.data(), p.q_stride = H;
         if (cache_t == DType::kInt8) {
-          p.k8 = reinterpret_cast<const int8_t*>(rows_of(pk_t, c)), p.v8 = reinterpret_cast<const int8_t*>(rows_of(pv_t, c));
+          p.k8 = reinterpret_cast<const int8_t*>(head_rows(pk_t, c)), p.v8 = reinterpret_cast<const int8_t*>(head_rows(pv_t, c));
           p.kv_stride = p.kv_stride_v = row_bytes;
         } else if (cache_t == DType::kFloat16) {
           if (widened != c) {
-            widen(rows_of(pk_t, c), total_len[b] * H, wide_k), widen(rows_of(pv_t, c), total_len[b] * H, wide_v);
+            widen(head_rows(pk_t, c), total_len[b] * H, wide_k), widen(head_rows(pv_t, c), total_len[b] * H, wide_v);
             widened = c;
           }
           p.k = wide_k.data(), p.v = wide_v.data();
