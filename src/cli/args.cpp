@@ -174,7 +174,8 @@ DType kv_cache_flag(const Args& args) {
   std::string v = args.get("--kv-cache", "fp32");
   if (v == "fp32") return DType::kFloat32;
   if (v == "fp16") return DType::kFloat16;
-  throw Error("--kv-cache must be fp32 or fp16, got '" + v + "'");
+  if (v == "int8") return DType::kInt8;
+  throw Error("--kv-cache must be fp32, fp16 or int8, got '" + v + "'");
 }
 
 }  // namespace mminfer::cli

@@ -45,7 +45,7 @@ size_t max_new_tokens_flag(const Args& args);
 // `flag` (--beam, --num-beams) N from 1 to `most` (0 when absent); throws Error outside.
 size_t beams_flag(const Args& args, const std::string& flag, int most);
 
-// --kv-cache fp32|fp16 (fp32 when absent): the dtype of a generative model's KV cache.
+// --kv-cache fp32|fp16|int8 (fp32 when absent): the dtype of a generative model's KV cache.
 DType kv_cache_flag(const Args& args);
 
 // --feature-cache-mb N (256 when absent; 0: none): the bytes an encoder-feature cache may hold.

@@ -18,7 +18,7 @@ int cmd_bench_generate(int argc, char** argv) {
   Args args(argc, argv, 2, {"--pipeline", "--prompt-tokens", "--new-tokens", "--runs", "--kv-cache", "--threads"}, {"--help", "--json"});
   if (args.has("--help") || !args.positional().empty()) {
     std::fputs(
-        "usage: mminfer bench --pipeline DIR [--prompt-tokens 32] [--new-tokens 64] [--runs 5] [--kv-cache fp32|fp16]\n"
+        "usage: mminfer bench --pipeline DIR [--prompt-tokens 32] [--new-tokens 64] [--runs 5] [--kv-cache fp32|fp16|int8]\n"
         "                    [--threads N] [--json]\n"
         "  a decoder-only folder (as `mminfer generate` takes it): a prompt of --prompt-tokens ids is\n"
         "  prefilled, then --new-tokens are decoded greedily (end tokens ignored), --runs times after a\n"

@@ -16,7 +16,7 @@ int cmd_caption(int argc, char** argv) {
   Args args(argc, argv, 2, {"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads", "--feature-cache-mb"}, {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
-        "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16]\n"
+        "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16|int8]\n"
         "                       [--threads N] [--feature-cache-mb N] [--json | --jsonl]\n"
         "  the text of each image with an image-to-text folder (Optimum's vision-encoder-decoder export:\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and the\n"

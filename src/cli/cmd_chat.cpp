@@ -20,7 +20,7 @@ int cmd_chat(int argc, char** argv) {
             {"--help", "--json"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
-        "usage: mminfer chat --pipeline DIR [--image F] QUESTION... [--max-new-tokens N] [--kv-cache fp32|fp16]\n"
+        "usage: mminfer chat --pipeline DIR [--image F] QUESTION... [--max-new-tokens N] [--kv-cache fp32|fp16|int8]\n"
         "                    [--threads N] [--feature-cache-mb N] [--json]\n"
         "  answers about an image from a vision-language folder (transformers.js's SmolVLM layout:\n"
         "  vision_encoder.onnx, embed_tokens.onnx, decoder_model_merged.onnx, tokenizer.json, configs),\n"

@@ -20,7 +20,7 @@ namespace {
 const char* const kUsage =
     "usage: mminfer generate --pipeline DIR PROMPT... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
     "                        [--top-p P] [--seed S] [--repetition-penalty R] [--stop STRING]...\n"
-    "                        [--num-beams N] [--prompt-ids 1,2,3] [--kv-cache fp32|fp16] [--threads N] [--profile]\n"
+    "                        [--num-beams N] [--prompt-ids 1,2,3] [--kv-cache fp32|fp16|int8] [--threads N] [--profile]\n"
     "                        [--chat] [--json | --jsonl]\n"
     "  text from a decoder-only model folder (ONNX decoder with past_key_values, config.json,\n"
     "  tokenizer.json, generation_config.json); each prompt is its own sequence, all decoded together\n"

@@ -20,7 +20,7 @@ int cmd_transcribe(int argc, char** argv) {
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer transcribe --pipeline DIR AUDIO... [--language en] [--task transcribe|translate]\n"
-        "                          [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16] [--threads N]\n"
+        "                          [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16|int8] [--threads N]\n"
         "                          [--timestamps] [--feature-cache-mb N] [--json | --jsonl]\n"
         "  the text of each audio file (WAV, FLAC, Ogg, MP3...) with a Whisper-style folder (Optimum's\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and\n"

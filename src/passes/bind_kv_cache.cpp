@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/int8_rows.h"
 #include "passes/pass.h"
 #include "passes/pattern.h"
 
@@ -167,10 +168,6 @@ std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* wh
   KvCacheBinding binding;
   std::set<int> concats, pasts, gqa_presents;
   bind_group_query_attention(g, binding, pasts, gqa_presents);
-  if (!binding.pairs.empty() && cache_dtype != DType::kFloat32) {
-    *why = "GroupQueryAttention keeps its cache in float32 only";
-    return std::nullopt;
-  }
   if (blocks.empty() && binding.pairs.empty()) {
     *why = "no attention reads a past input through Concat on the sequence axis or GroupQueryAttention";
     return std::nullopt;
@@ -192,8 +189,14 @@ std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* wh
     binding.pairs.push_back({g.values[b.k.past].name, g.values[b.v.past].name});
   }
 
-  for (int p : pasts)
-    if (g.values[p].dtype == DType::kFloat32) g.values[p].dtype = cache_dtype;
+  for (int p : pasts) {
+    ir::Value& past = g.values[p];
+    if (past.dtype != DType::kFloat32) continue;
+    past.dtype = cache_dtype;
+    // An int8 cache's rows carry their scale after the codes (core/int8_rows.h).
+    if (cache_dtype == DType::kInt8 && past.has_shape && past.dims.size() == 4 && past.dims[3] > 0)
+      past.dims[3] = int8_rows::bytes(past.dims[3]);
+  }
   // The presents are the cache now: they stop being outputs.
   std::vector<int> kept;
   for (int o : g.outputs) {

@@ -47,7 +47,8 @@ struct KvCacheBinding {
 
 // Rewrites `g` and returns the binding, or leaves `g` untouched and returns nullopt with the
 // reason in *why when some past input is not consumed in the recognised form. `cache_dtype`
-// (float32 or float16) becomes the past inputs' dtype: the caches the loop will feed.
+// (float32, float16 or int8) becomes the past inputs' dtype: the caches the loop will feed (an
+// int8 past's last axis becomes head_dim + 4: each row's codes and scale, core/int8_rows.h).
 std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& g, std::string* why, DType cache_dtype = DType::kFloat32);
 
 }  // namespace mminfer::passes

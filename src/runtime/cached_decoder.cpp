@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/int8_rows.h"
 #include "core/one_line.h"
 #include "onnx/loader.h"
 #include "passes/fix_branch_input.h"
@@ -34,10 +35,13 @@ CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& opti
   for (const auto& pair : binding_.pairs) {
     const ir::Value& k = model.graph.values[model.graph.find_value(pair.past_key)];
     const ir::Value& v = model.graph.values[model.graph.find_value(pair.past_value)];
-    if (!k.has_shape || !v.has_shape || k.dims.size() != 4 || v.dims.size() != 4 || k.dims[1] <= 0 || k.dims[3] <= 0 ||
-        v.dims[1] != k.dims[1] || v.dims[3] <= 0)
+    const int64_t least = cache_dtype == DType::kInt8 ? int8_rows::kScaleBytes : 0;
+    if (!k.has_shape || !v.has_shape || k.dims.size() != 4 || v.dims.size() != 4 || k.dims[1] <= 0 || k.dims[3] <= least ||
+        v.dims[1] != k.dims[1] || v.dims[3] <= least)
       throw Error(path + ": past input '" + pair.past_key + "' does not declare its KV heads and head size");
-    layers_.push_back({k.dims[1], k.dims[3], v.dims[3]});
+    // The pass widened an int8 past's rows by their scale: the layer keeps the vectors' sizes.
+    const int64_t extra = cache_dtype == DType::kInt8 ? int8_rows::kScaleBytes : 0;
+    layers_.push_back({k.dims[1], k.dims[3] - extra, v.dims[3] - extra});
   }
   int mask = model.graph.find_value("attention_mask");
   rows_share_length_ = !binding_.shape_feeds.empty() || (mask >= 0 && model.graph.values[mask].is_graph_input);

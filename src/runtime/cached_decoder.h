@@ -15,7 +15,8 @@ class CachedDecoder {
  public:
   // Loads the ONNX file at `path` and binds its cache. Throws Error with a one-line reason when
   // the file cannot be loaded or its past inputs are not in a form the binding recognises.
-  // `cache_dtype`: float32, or float16 for half the cache's memory.
+  // `cache_dtype`: float32, float16 for half the cache's memory, or int8 (codes and a scale per
+  // position and KV head) for a little over a quarter.
   CachedDecoder(const std::string& path, const SessionOptions& options, DType cache_dtype = DType::kFloat32);
 
   // A cache for `rows` sequences of up to `capacity` positions each.

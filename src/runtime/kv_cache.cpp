@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/half.h"
+#include "core/int8_rows.h"
 #include "mminfer/status.h"
 
 namespace mminfer::runtime {
@@ -17,14 +18,30 @@ Tensor rows_of(const Tensor& t, int64_t row, int64_t count) {
   return Tensor::alias(t, t.dtype(), shape, base);
 }
 
+namespace {
+
+int64_t row_width(DType dtype, int64_t dim) { return dtype == DType::kInt8 ? int8_rows::bytes(dim) : dim; }
+
+}  // namespace
+
+size_t KvCache::bytes_per_position(const std::vector<Layer>& layers, DType dtype) {
+  size_t total = 0;
+  for (const Layer& l : layers)
+    total += static_cast<size_t>(l.kv_heads * (row_width(dtype, l.head_dim) + row_width(dtype, l.value_dim))) * dtype_size(dtype);
+  return total;
+}
+
+int64_t KvCache::width(int64_t dim) const { return row_width(dtype_, dim); }
+
 KvCache::KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity, DType dtype, size_t max_bytes)
     : layers_(std::move(layers)), rows_(rows), capacity_(capacity), dtype_(dtype), lengths_(static_cast<size_t>(rows), 0) {
   if (rows <= 0 || capacity <= 0) throw Error("a KV cache needs at least one row and one position");
-  if (dtype != DType::kFloat32 && dtype != DType::kFloat16) throw Error("a KV cache holds float32 or float16");
+  if (dtype != DType::kFloat32 && dtype != DType::kFloat16 && dtype != DType::kInt8)
+    throw Error("a KV cache holds float32, float16 or int8");
   double need = 0;  // in double: hostile sizes must not wrap around
   for (const Layer& l : layers_)
     need += static_cast<double>(rows) * static_cast<double>(capacity) * static_cast<double>(l.kv_heads) *
-            static_cast<double>(l.head_dim + l.value_dim) * static_cast<double>(dtype_size(dtype));
+            static_cast<double>(width(l.head_dim) + width(l.value_dim)) * static_cast<double>(dtype_size(dtype));
   if (need > static_cast<double>(max_bytes)) {
     char text[160];
     std::snprintf(text, sizeof text, "the KV cache for %lld sequences of %lld positions needs %.2f GiB, over the %.2f GiB limit",
@@ -33,8 +50,8 @@ KvCache::KvCache(std::vector<Layer> layers, int64_t rows, int64_t capacity, DTyp
     throw Error(std::string(text) + ": ask for fewer new tokens or sequences");
   }
   for (const Layer& l : layers_) {
-    keys_.push_back(Tensor::empty(dtype, {rows, l.kv_heads, capacity, l.head_dim}));
-    values_.push_back(Tensor::empty(dtype, {rows, l.kv_heads, capacity, l.value_dim}));
+    keys_.push_back(Tensor::empty(dtype, {rows, l.kv_heads, capacity, width(l.head_dim)}));
+    values_.push_back(Tensor::empty(dtype, {rows, l.kv_heads, capacity, width(l.value_dim)}));
   }
 }
 
@@ -68,6 +85,7 @@ void KvCache::reorder(std::span<const int64_t> sources) {
     if (s < 0 || s >= rows_) throw Error("KV cache reorder source out of range");
   // Rows that keep their own contents stay put. The others copy the valid positions of their
   // source, taken from a snapshot of just those sources (a row may be a source and a target).
+  // An int8 row's scale sits after its codes, so it moves with them.
   std::vector<int64_t> lengths = lengths_;
   std::vector<int64_t> moved;
   for (int64_t r = 0; r < rows_; ++r)
@@ -78,7 +96,7 @@ void KvCache::reorder(std::span<const int64_t> sources) {
   for (size_t layer = 0; layer < layers_.size(); ++layer) {
     for (int side = 0; side < 2; ++side) {
       const Tensor& buffer = side ? values_[layer] : keys_[layer];
-      const int64_t dim = side ? layers_[layer].value_dim : layers_[layer].head_dim, heads = layers_[layer].kv_heads;
+      const int64_t dim = width(side ? layers_[layer].value_dim : layers_[layer].head_dim), heads = layers_[layer].kv_heads;
       const int64_t per_head = capacity_ * dim, per_row = heads * per_head;
       auto* base = static_cast<char*>(const_cast<void*>(buffer.raw()));
       // Snapshot each moved row's source, valid part only, packed per head.
@@ -117,6 +135,10 @@ void KvCache::write(size_t layer, int64_t row, const Tensor& keys, const Tensor&
       const float* from = src.data<float>() + n * count * dim;
       if (dtype_ == DType::kFloat32) {
         std::memcpy(dst.data<float>() + n * capacity_ * dim, from, sizeof(float) * count * dim);
+      } else if (dtype_ == DType::kInt8) {
+        const int64_t w = width(dim);
+        int8_t* to = dst.data<int8_t>() + n * capacity_ * w;
+        for (int64_t i = 0; i < count; ++i) int8_rows::quantize(from + i * dim, dim, to + i * w);
       } else {
         uint16_t* to = dst.data<uint16_t>() + n * capacity_ * dim;
         for (int64_t i = 0; i < count * dim; ++i) to[i] = float_to_half(from[i]);

@@ -1,7 +1,8 @@
 // The keys and values of a decoder's layers for a set of sequences (rows), owned by the runtime:
 // one buffer per layer and side, [rows, kv_heads, capacity, head_dim], preallocated once and
-// written in place by mminfer::CachedAttention, in float32 or float16 (half the memory; the
-// attention widens rows as it reads them). Each row's valid length is kept here.
+// written in place by mminfer::CachedAttention, in float32, float16 (half the memory; the
+// attention widens rows as it reads them) or int8 (each position's vector as codes and its own
+// scale, core/int8_rows.h: the last axis is head_dim + 4 bytes). Each row's valid length is kept here.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -28,9 +29,12 @@ class KvCache {
   int64_t capacity() const { return capacity_; }
   size_t layers() const { return layers_.size(); }
   size_t bytes() const;
+  // What one position costs over every layer, KV head and side (keys and values).
+  static size_t bytes_per_position(const std::vector<Layer>& layers, DType dtype);
   DType dtype() const { return dtype_; }
 
-  // Views of rows [row, row + count) of a layer's keys or values: [count, kv_heads, capacity, dim].
+  // Views of rows [row, row + count) of a layer's keys or values: [count, kv_heads, capacity, dim]
+  // (dim + 4 for int8).
   Tensor keys(size_t layer, int64_t row, int64_t count) const;
   Tensor values(size_t layer, int64_t row, int64_t count) const;
 
@@ -44,6 +48,8 @@ class KvCache {
 
  private:
   Tensor view(const Tensor& buffer, int64_t row, int64_t count) const;
+  // Elements of the buffer's last axis for vectors of `dim` values.
+  int64_t width(int64_t dim) const;
 
   std::vector<Layer> layers_;
   int64_t rows_, capacity_;

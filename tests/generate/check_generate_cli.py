@@ -94,13 +94,17 @@ def main():
     got = [r["tokens"] for r in json.loads(out)["results"]] if rc == 0 else err.strip()
     check(got == want, "INT4 file written by optimize: tokens equal ONNX Runtime's on it")
 
-    # A float16 KV cache: the same greedy tokens on the first reference case's first 16 steps
-    # (the random model's logit margins are far wider than float16's rounding there).
+    # float16 and int8 KV caches (int8: codes and a scale per position and KV head): torch's greedy
+    # tokens on the first reference case's first 16 steps (the random model's logit margins are far
+    # wider than the caches' rounding there), in the Optimum form and in onnxruntime-genai's
+    # GroupQueryAttention form, whose cache is bound in place.
     case = ref["cases"][0]
-    rc, out, err = run(a.mminfer, "--pipeline", llama, "--prompt-ids", ",".join(map(str, case["prompt_ids"][0])),
-                       "--max-new-tokens", "16", "--kv-cache", "fp16", "--json")
-    got = json.loads(out)["results"][0]["tokens"] if rc == 0 else err.strip()
-    check(got == case["tokens"][0][:16], "float16 KV cache: torch's first 16 tokens")
+    for folder in (llama, os.path.join(a.models, "llama-tiny-contrib-fp32")):
+        for cache in ("fp16", "int8"):
+            rc, out, err = run(a.mminfer, "--pipeline", folder, "--prompt-ids", ",".join(map(str, case["prompt_ids"][0])),
+                               "--max-new-tokens", "16", "--kv-cache", cache, "--json")
+            got = json.loads(out)["results"][0]["tokens"] if rc == 0 else err.strip()
+            check(got == case["tokens"][0][:16], f"{cache} KV cache, {os.path.basename(folder)}: torch's first 16 tokens")
 
     # Text prompts go through tokenizer.json: the same ids as torch's tokenizer made.
     case = ref["cases"][0]
@@ -175,9 +179,9 @@ def main():
         (["--pipeline", llama, "hi", "--top-p", "0"], 1, "--top-p must be in (0, 1]"),
         (["--pipeline", llama, "--prompt-ids", "1,x"], 1, "'x' is not a token id"),
         (["--pipeline", llama, "--prompt-ids", "1,100000"], 1, "token id 100000"),
-        (["--pipeline", llama, "hi", "--kv-cache", "int3"], 1, "--kv-cache must be fp32 or fp16"),
-        (["--pipeline", os.path.join(a.models, "llama-tiny-contrib-fp32"), "hi", "--kv-cache", "fp16"], 1,
-         "GroupQueryAttention keeps its cache in float32 only"),
+        (["--pipeline", llama, "hi", "--kv-cache", "int3"], 1, "--kv-cache must be fp32, fp16 or int8, got 'int3'"),
+        (["--pipeline", llama, "hi", "--kv-cache", "INT8"], 1, "--kv-cache must be fp32, fp16 or int8, got 'INT8'"),
+        (["--pipeline", llama, "hi", "--kv-cache", ""], 1, "--kv-cache must be fp32, fp16 or int8, got ''"),
         (["--pipeline", os.path.join(a.models, "whisper-tiny-test"), "hi"], 1,
          "holds a speech-to-text model (config.json model_type 'whisper'): use mminfer transcribe"),
         (["--pipeline", llama], 2, "usage: mminfer generate"),

@@ -259,7 +259,7 @@ TEST(CachedAttention, RowKernelMatchesPlainTwin) {
       lo[i] = rng() % hi[i];
     }
     ca::Rows p{q.data(), k.data(), v.data(), out.data(), lo.data(), hi.data(), trial % 2 ? bias.data() : nullptr,
-               sq, d, dv, d, d, dv, dv, t, 0.3f, trial % 3 == 0 ? 2.f : 0.f, trial % 4 == 0, trial % 8 == 0 ? 0.f : 0.7f};
+               sq, d, dv, d, d, dv, dv, t, 0.3f, trial % 3 == 0 ? 2.f : 0.f, trial % 4 == 0, trial % 8 == 0 ? 0.f : 0.7f, nullptr, nullptr};
     ca::run(p, scratch.data());
     p.out = ref.data();
     ca::run_reference(p);

@@ -8,7 +8,9 @@
 #include <limits>
 #include <vector>
 
+#include "core/int8_rows.h"
 #include "kernels/cpu/common/vector_math.h"
+#include "kernels/cpu/nn/cached_attention_int8.h"
 
 namespace mminfer::kernels::cached_attention {
 
@@ -87,9 +89,15 @@ void softmax(float* s, int64_t n, bool has_sink, float sink) {
 
 void logits(const Rows& p, int64_t i, int64_t lo, int64_t hi, float* s) {
   const float* q = p.q + i * p.q_stride;
-  int64_t j = lo;
-  for (; j + 4 <= hi; j += 4) dot4(q, p.k + j * p.kv_stride, p.kv_stride, p.d, s + (j - lo));
-  for (; j < hi; ++j) s[j - lo] = dot(q, p.k + j * p.kv_stride, p.d);
+  if (p.k8) {
+    const int8_t* k = p.k8 + lo * p.kv_stride;
+    if (int8_uses_avx512()) int8_scores_avx512(q, k, p.kv_stride, hi - lo, p.d, s);
+    else int8_scores_avx2(q, k, p.kv_stride, hi - lo, p.d, s);
+  } else {
+    int64_t j = lo;
+    for (; j + 4 <= hi; j += 4) dot4(q, p.k + j * p.kv_stride, p.kv_stride, p.d, s + (j - lo));
+    for (; j < hi; ++j) s[j - lo] = dot(q, p.k + j * p.kv_stride, p.d);
+  }
   const __m256 vs = _mm256_set1_ps(p.scale);
   vmath::map_avx2(s, s, hi - lo, [&](__m256 x) { return _mm256_mul_ps(x, vs); });
   if (p.softcap > 0.f) {
@@ -112,11 +120,28 @@ void run(const Rows& p, float* scratch) {
     if (hi <= lo) continue;
     logits(p, i, lo, hi, scratch);
     softmax(scratch, hi - lo, p.has_sink, p.sink);
-    for (int64_t j = lo; j < hi; ++j) axpy(scratch[j - lo], p.v + j * p.kv_stride_v, out, p.dv);
+    if (p.v8) {
+      const int8_t* v = p.v8 + lo * p.kv_stride_v;
+      if (int8_uses_avx512()) int8_accumulate_avx512(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
+      else int8_accumulate_avx2(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
+    } else {
+      for (int64_t j = lo; j < hi; ++j) axpy(scratch[j - lo], p.v + j * p.kv_stride_v, out, p.dv);
+    }
   }
 }
 
 void run_reference(const Rows& p) {
+  // An INT8 cache is dequantized to float rows first (the test's plain twin, not a fast path).
+  auto key = [&](int64_t j, int64_t c) {
+    if (!p.k8) return p.k[j * p.kv_stride + c];
+    const int8_t* row = p.k8 + j * p.kv_stride;
+    return static_cast<float>(row[c]) * int8_rows::scale_of(row, p.d);
+  };
+  auto value = [&](int64_t j, int64_t c) {
+    if (!p.v8) return p.v[j * p.kv_stride_v + c];
+    const int8_t* row = p.v8 + j * p.kv_stride_v;
+    return static_cast<float>(row[c]) * int8_rows::scale_of(row, p.dv);
+  };
   for (int64_t i = 0; i < p.sq; ++i) {
     float* out = p.out + i * p.out_stride;
     std::fill_n(out, p.dv, 0.f);
@@ -126,7 +151,7 @@ void run_reference(const Rows& p) {
     double m = p.has_sink ? p.sink : -INFINITY;
     for (int64_t j = lo; j < hi; ++j) {
       double acc = 0;
-      for (int64_t c = 0; c < p.d; ++c) acc += double(p.q[i * p.q_stride + c]) * p.k[j * p.kv_stride + c];
+      for (int64_t c = 0; c < p.d; ++c) acc += double(p.q[i * p.q_stride + c]) * key(j, c);
       acc *= p.scale;
       if (p.softcap > 0.f) acc = p.softcap * std::tanh(acc / p.softcap);
       if (p.bias) acc += p.bias[i * p.bias_stride + j];
@@ -137,7 +162,7 @@ void run_reference(const Rows& p) {
     for (double& x : s) sum += (x = std::exp(x - m));
     for (int64_t c = 0; c < p.dv; ++c) {
       double acc = 0;
-      for (int64_t j = lo; j < hi; ++j) acc += s[j - lo] / sum * p.v[j * p.kv_stride_v + c];
+      for (int64_t j = lo; j < hi; ++j) acc += s[j - lo] / sum * value(j, c);
       out[c] = static_cast<float>(acc);
     }
   }

@@ -21,6 +21,10 @@ struct Rows {
   float softcap;           // > 0: score = softcap * tanh(score / softcap), after scale
   bool has_sink;           // the softmax denominator gains exp(sink) (smooth softmax: sink 0)
   float sink;
+  // An INT8 cache (core/int8_rows.h) in place of k and v: rows of d (dv) codes and their scale,
+  // kv_stride (kv_stride_v) bytes apart.
+  const int8_t* k8;
+  const int8_t* v8;
 };
 
 // scratch: at least `t` floats (the largest hi). A row that sees no key gets zeros.

@@ -7,11 +7,18 @@
 //   10 attention_bias [B|1, N|1, S, T], 11 head_sink [N].
 // Outputs: output [B, S, N*H], present_key, present_value [B, Nkv, max(T, P), H]. When the
 // model's past is max-length (P >= T), present has the same shape and may share past's buffer:
-// then only the new rows are written.
+// then only the new rows are written. Bound to a runtime-owned cache (mminfer_cache_in_place, set
+// by passes/bind_kv_cache), the pasts may also be float16, or int8 rows of codes and a scale
+// (core/int8_rows.h: [B, Nkv, P, H + 4]): the new rows are rotated in float, then narrowed or
+// quantized as they are written.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "core/half.h"
+#include "core/int8_rows.h"
 #include "core/parallel.h"
 #include "kernels/cpu/common/registry.h"
 #include "kernels/cpu/nn/cached_attention.h"
@@ -31,7 +38,7 @@ struct GqaShape {
 };
 
 // Shapes and dtypes from the inputs (one function, so shape inference and run agree).
-GqaShape gqa_shape(const Inputs& in, int64_t heads, int64_t kv_heads) {
+GqaShape gqa_shape(const Inputs& in, int64_t heads, int64_t kv_heads, bool in_place) {
   const Tensor& q = need_input(in, 0, "query");
   if (q.dtype() != DType::kFloat32 && q.dtype() != DType::kFloat16) gqa_fail("query must be float32 or float16");
   if (q.rank() != 3) gqa_fail("query must be [batch, sequence, hidden], got " + shape_str(q.shape()));
@@ -53,10 +60,15 @@ GqaShape gqa_shape(const Inputs& in, int64_t heads, int64_t kv_heads) {
   const Tensor* pv = in.size() > 4 ? in[4] : nullptr;
   if ((pk == nullptr) != (pv == nullptr)) gqa_fail("past_key and past_value must be both given or both omitted");
   if (pk) {
-    if (pk->rank() != 4 || pk->dim(0) != s.batch || pk->dim(1) != kv_heads || pk->dim(3) != s.head || pv->shape() != pk->shape())
+    // A runtime-owned cache may be float32, float16 or int8 rows (whose scale follows the codes).
+    const DType t = pk->dtype();
+    const bool cache_type = t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kInt8;
+    if (in_place ? !cache_type || pv->dtype() != t : pk->dtype() != q.dtype() || pv->dtype() != q.dtype())
+      gqa_fail(in_place ? "past_key and past_value must be both float32, float16 or int8" : "past_key and past_value must have query's dtype");
+    const int64_t row = t == DType::kInt8 ? int8_rows::bytes(s.head) : s.head;
+    if (pk->rank() != 4 || pk->dim(0) != s.batch || pk->dim(1) != kv_heads || pk->dim(3) != row || pv->shape() != pk->shape())
       gqa_fail("past_key and past_value must be [" + std::to_string(s.batch) + ", " + std::to_string(kv_heads) + ", P, " +
-               std::to_string(s.head) + "], got " + shape_str(pk->shape()) + " and " + shape_str(pv->shape()));
-    if (pk->dtype() != q.dtype() || pv->dtype() != q.dtype()) gqa_fail("past_key and past_value must have query's dtype");
+               std::to_string(row) + "], got " + shape_str(pk->shape()) + " and " + shape_str(pv->shape()));
     s.past = pk->dim(2);
   }
   const Tensor& seqlens = need_input(in, 5, "seqlens_k");
@@ -68,6 +80,15 @@ GqaShape gqa_shape(const Inputs& in, int64_t heads, int64_t kv_heads) {
   if (s.total < s.seq) gqa_fail("total_sequence_length " + std::to_string(s.total) + " is below the query length " + std::to_string(s.seq));
   s.present = std::max(s.total, s.past);
   return s;
+}
+
+// n float16 values (a cache's rows) as floats in `out` (F16C is in the build's baseline).
+void widen(const char* halves, int64_t n, std::vector<float>& out) {
+  out.resize(static_cast<size_t>(n));
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(halves);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out.data() + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (; i < n; ++i) out[i] = half_to_float(h[i]);
 }
 
 class GroupQueryAttentionKernel final : public Kernel {
@@ -95,7 +116,7 @@ class GroupQueryAttentionKernel final : public Kernel {
   }
 
   void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
-    GqaShape s = gqa_shape(in, heads_, kv_heads_);
+    GqaShape s = gqa_shape(in, heads_, kv_heads_, in_place_);
     DType t = in[0]->dtype();
     out[0] = {t, {s.batch, s.seq, heads_ * s.head}};
     for (size_t i = 1; i < out.size() && i < 3; ++i) out[i] = {t, {s.batch, kv_heads_, s.present, s.head}};
@@ -106,7 +127,7 @@ class GroupQueryAttentionKernel final : public Kernel {
   int inplace_input(int o) const override { return o == 1 ? 3 : o == 2 ? 4 : -1; }
 
   void run(const Inputs& in, Outputs& out) override {
-    GqaShape s = gqa_shape(in, heads_, kv_heads_);
+    GqaShape s = gqa_shape(in, heads_, kv_heads_, in_place_);
     const int64_t B = s.batch, S = s.seq, H = s.head, N = heads_, NK = kv_heads_, T = s.present;
     const int32_t* seqlens = in[5]->data<int32_t>();
     const Tensor* pk_t = in.size() > 3 ? in[3] : nullptr;
@@ -160,19 +181,29 @@ class GroupQueryAttentionKernel final : public Kernel {
     FloatIn sinkf(sink_t);
     if (sink_t && sink_t->numel() != N) gqa_fail("head_sink must hold one value per head");
 
-    FloatIn qf(in[0]), kf(s.packed ? nullptr : in[1]), vf(s.packed ? nullptr : in[2]), pkf(pk_t), pvf(pv_t);
+    // In place: the caches are the pasts themselves (buffers the runtime lent this run). A float16
+    // or int8 one is `encoded`: written row by row below, read without a float copy of it all.
+    if (in_place_ && (!pk_t || !pv_t || s.past < s.total))
+      gqa_fail("an in-place cache needs pasts of at least total_sequence_length positions");
+    const DType cache_t = in_place_ ? pk_t->dtype() : DType::kFloat32;
+    const bool encoded = cache_t != DType::kFloat32;
+    FloatIn qf(in[0]), kf(s.packed ? nullptr : in[1]), vf(s.packed ? nullptr : in[2]);
+    FloatIn pkf(encoded ? nullptr : pk_t), pvf(encoded ? nullptr : pv_t);
     FloatOut of(out[0], B * S * N * H);
-    // In place: the caches are the pasts themselves (float32 buffers the runtime lent this run).
     Tensor pk_cache, pv_cache;
-    if (in_place_) {
-      if (!pk_t || !pv_t || pk_t->dtype() != DType::kFloat32 || s.past < s.total)
-        gqa_fail("an in-place cache needs float32 pasts of at least total_sequence_length positions");
+    if (in_place_ && !encoded) {
       pk_cache = Tensor::view(DType::kFloat32, pk_t->shape(), const_cast<void*>(pk_t->raw()));
       pv_cache = Tensor::view(DType::kFloat32, pv_t->shape(), const_cast<void*>(pv_t->raw()));
     }
     Tensor* pk_out = in_place_ ? &pk_cache : out.size() > 1 ? out[1] : nullptr;
     Tensor* pv_out = in_place_ ? &pv_cache : out.size() > 2 ? out[2] : nullptr;
-    FloatOut pkey(pk_out, B * NK * T * H), pval(pv_out, B * NK * T * H);
+    const int64_t cache_numel = encoded ? 0 : B * NK * T * H;
+    FloatOut pkey(encoded ? nullptr : pk_out, cache_numel), pval(encoded ? nullptr : pv_out, cache_numel);
+    // An encoded cache's rows: bytes per row, and where (batch entry, KV head) c's rows start.
+    const int64_t row_bytes = cache_t == DType::kInt8 ? int8_rows::bytes(H) : H * int64_t(dtype_size(cache_t));
+    auto head_rows = [&](const Tensor* cache, int64_t c) {
+      return static_cast<char*>(const_cast<void*>(cache->raw())) + c * s.past * row_bytes;
+    };
     const int64_t q_row = s.packed ? (N + 2 * NK) * H : N * H, kv_row = s.packed ? q_row : NK * H;
     const float* qd = qf.data();
     const float* kd = s.packed ? qd + N * H : kf.data();
@@ -181,7 +212,28 @@ class GroupQueryAttentionKernel final : public Kernel {
     // The cache: past rows (unless present shares past's buffer), then this step's rows (keys
     // rotated), the rest zero.
     parallel_for(B * NK, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
+      std::vector<float> row(static_cast<size_t>(H));
+      for (int64_t c = c0; c < c1 && encoded; ++c) {
+        int64_t b = c / NK, kh = c % NK;
+        for (int which = 0; which < 2; ++which) {
+          char* dst = head_rows(which ? pv_t : pk_t, c);
+          for (int64_t i = 0; i < S; ++i) {
+            std::memcpy(row.data(), (which ? vd : kd) + (b * S + i) * kv_row + kh * H, sizeof(float) * H);
+            if (rotary_ && !which) {
+              int64_t pos = position(b, i);
+              cached_attention::rotate(row.data(), rot_dim, cosf.data() + pos * rot_dim / 2, sinf.data() + pos * rot_dim / 2, interleaved_);
+            }
+            char* at = dst + (past_len[b] + i) * row_bytes;
+            if (cache_t == DType::kInt8) {
+              int8_rows::quantize(row.data(), H, reinterpret_cast<int8_t*>(at));
+            } else {
+              uint16_t* h = reinterpret_cast<uint16_t*>(at);
+              for (int64_t x = 0; x < H; ++x) h[x] = float_to_half(row[x]);
+            }
+          }
+        }
+      }
+      for (int64_t c = c0; c < c1 && !encoded; ++c) {
         int64_t b = c / NK, kh = c % NK;
         for (int which = 0; which < 2; ++which) {
           float* dst = (which ? pval : pkey).data() + c * T * H;
@@ -207,8 +259,10 @@ class GroupQueryAttentionKernel final : public Kernel {
     parallel_for(B * N, 1, [&](int64_t t0, int64_t t1) {
       std::vector<float> scratch(static_cast<size_t>(T)), qbuf(static_cast<size_t>(S * H));
       std::vector<int64_t> lo(static_cast<size_t>(S)), hi(static_cast<size_t>(S));
+      std::vector<float> wide_k, wide_v;  // a float16 cache's KV head, widened once for its query heads
+      int64_t widened = -1;
       for (int64_t t = t0; t < t1; ++t) {
-        int64_t b = t / N, h = t % N, kh = h / group;
+        int64_t b = t / N, h = t % N, kh = h / group, c = b * NK + kh;
         for (int64_t i = 0; i < S; ++i) {
           float* row = qbuf.data() + i * H;
           std::memcpy(row, qd + (b * S + i) * q_row + h * H, sizeof(float) * H);
@@ -225,8 +279,20 @@ class GroupQueryAttentionKernel final : public Kernel {
         }
         cached_attention::Rows p{};
         p.q = qbuf.data(), p.q_stride = H;
-        p.k = pkey.data() + (b * NK + kh) * T * H, p.v = pval.data() + (b * NK + kh) * T * H;
-        p.kv_stride = p.kv_stride_v = H;
+        if (cache_t == DType::kInt8) {
+          p.k8 = reinterpret_cast<const int8_t*>(head_rows(pk_t, c)), p.v8 = reinterpret_cast<const int8_t*>(head_rows(pv_t, c));
+          p.kv_stride = p.kv_stride_v = row_bytes;
+        } else if (cache_t == DType::kFloat16) {
+          if (widened != c) {
+            widen(head_rows(pk_t, c), total_len[b] * H, wide_k), widen(head_rows(pv_t, c), total_len[b] * H, wide_v);
+            widened = c;
+          }
+          p.k = wide_k.data(), p.v = wide_v.data();
+          p.kv_stride = p.kv_stride_v = H;
+        } else {
+          p.k = pkey.data() + c * T * H, p.v = pval.data() + c * T * H;
+          p.kv_stride = p.kv_stride_v = H;
+        }
         p.out = of.data() + b * S * N * H + h * H, p.out_stride = N * H;
         p.lo = lo.data(), p.hi = hi.data();
         if (bias_t) {

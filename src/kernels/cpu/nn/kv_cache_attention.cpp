@@ -5,13 +5,15 @@
 // this op updates its inputs in place), then each query head attends to its KV head's rows up to
 // its own position (causal) or to all of them. Output [B, Hq, S, Dv]. Caches may be float16: the
 // new rows are narrowed as they are written, and each KV head's rows widened once per step for
-// all the query heads that share it.
+// all the query heads that share it. Or int8 [B, Hkv, T, D + 4] (core/int8_rows.h): each new row
+// quantized with its own scale, and the codes dequantized in registers as attention reads them.
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "core/half.h"
+#include "core/int8_rows.h"
 #include "core/parallel.h"
 #include "kernels/cpu/gemm/fp16_gemm.h"
 #include "kernels/cpu/common/registry.h"
@@ -41,22 +43,29 @@ class KvCacheAttentionKernel final : public Kernel {
       if (len[b] < 0 || len[b] + d.S > d.T)
         fail("CachedAttention '" + name_ + "': sequence " + std::to_string(b) + " holds " + std::to_string(len[b]) +
              " positions and " + std::to_string(d.S) + " more do not fit a cache of " + std::to_string(d.T));
-    const bool half = in[3]->dtype() == DType::kFloat16;
+    const bool half = in[3]->dtype() == DType::kFloat16, int8 = in[3]->dtype() == DType::kInt8;
     // The caches are buffers the runtime lent this run to be written.
     void* kc = const_cast<void*>(in[3]->raw());
     void* vc = const_cast<void*>(in[4]->raw());
     const float* kn = in[1]->data<float>();
     const float* vn = in[2]->data<float>();
-    auto put = [half](void* cache, int64_t at, const float* rows, int64_t n) {
-      if (!half) return (void)std::memcpy(static_cast<float*>(cache) + at, rows, sizeof(float) * n);
-      uint16_t* h = static_cast<uint16_t*>(cache) + at;
-      for (int64_t i = 0; i < n; ++i) h[i] = float_to_half(rows[i]);
+    // Rows [at, at + count) of a cache whose rows hold `dim` values.
+    auto put = [&](void* cache, int64_t at, const float* rows, int64_t count, int64_t dim) {
+      if (int8) {
+        const int64_t width = int8_rows::bytes(dim);
+        for (int64_t i = 0; i < count; ++i) int8_rows::quantize(rows + i * dim, dim, static_cast<int8_t*>(cache) + (at + i) * width);
+      } else if (half) {
+        uint16_t* h = static_cast<uint16_t*>(cache) + at * dim;
+        for (int64_t i = 0; i < count * dim; ++i) h[i] = float_to_half(rows[i]);
+      } else {
+        std::memcpy(static_cast<float*>(cache) + at * dim, rows, sizeof(float) * count * dim);
+      }
     };
     parallel_for(d.B * d.Hkv, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         int64_t b = c / d.Hkv;
-        put(kc, (c * d.T + len[b]) * d.D, kn + c * d.S * d.D, d.S * d.D);
-        put(vc, (c * d.T + len[b]) * d.Dv, vn + c * d.S * d.Dv, d.S * d.Dv);
+        put(kc, c * d.T + len[b], kn + c * d.S * d.D, d.S, d.D);
+        put(vc, c * d.T + len[b], vn + c * d.S * d.Dv, d.S, d.Dv);
       }
     });
     const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(d.D));
@@ -70,11 +79,12 @@ class KvCacheAttentionKernel final : public Kernel {
       std::vector<float> wide_k, wide_v;
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t b = c / d.Hkv, visible = len[b] + d.S;
-        const float *keys, *values;
+        const float *keys = nullptr, *values = nullptr;
+        const int64_t kw = int8_rows::bytes(d.D), vw = int8_rows::bytes(d.Dv);
         if (half) {
           keys = widen(static_cast<const uint16_t*>(kc) + c * d.T * d.D, visible * d.D, wide_k);
           values = widen(static_cast<const uint16_t*>(vc) + c * d.T * d.Dv, visible * d.Dv, wide_v);
-        } else {
+        } else if (!int8) {  // int8 rows are read as they are, below
           keys = static_cast<const float*>(kc) + c * d.T * d.D;
           values = static_cast<const float*>(vc) + c * d.T * d.Dv;
         }
@@ -85,6 +95,10 @@ class KvCacheAttentionKernel final : public Kernel {
           p.q = q + t * d.S * d.D, p.q_stride = d.D;
           p.k = keys, p.kv_stride = d.D;
           p.v = values, p.kv_stride_v = d.Dv;
+          if (int8) {
+            p.k8 = static_cast<const int8_t*>(kc) + c * d.T * kw, p.kv_stride = kw;
+            p.v8 = static_cast<const int8_t*>(vc) + c * d.T * vw, p.kv_stride_v = vw;
+          }
           p.out = o + t * d.S * d.Dv, p.out_stride = d.Dv;
           p.lo = lo.data(), p.hi = hi.data();
           p.sq = d.S, p.d = d.D, p.dv = d.Dv;
@@ -118,16 +132,20 @@ class KvCacheAttentionKernel final : public Kernel {
     const char* names[] = {"query", "key", "value", "key cache", "value cache", "cache lengths"};
     for (int i = 0; i < 6; ++i) need_input(in, i, names[i]);
     for (int i = 0; i < 5; ++i) {
-      bool cache = i >= 3, ok_type = in[i]->dtype() == DType::kFloat32 || (cache && in[i]->dtype() == DType::kFloat16);
+      DType t = in[i]->dtype();
+      bool cache = i >= 3, ok_type = t == DType::kFloat32 || (cache && (t == DType::kFloat16 || t == DType::kInt8));
       if (!ok_type || in[i]->rank() != 4)
-        fail("CachedAttention '" + name_ + "': " + names[i] + " must be " + (cache ? "float32 or float16" : "float32") +
-             " of rank 4, got " + dtype_name(in[i]->dtype()) + " " + shape_str(in[i]->shape()));
+        fail("CachedAttention '" + name_ + "': " + names[i] + " must be " + (cache ? "float32, float16 or int8" : "float32") +
+             " of rank 4, got " + dtype_name(t) + " " + shape_str(in[i]->shape()));
     }
     if (in[3]->dtype() != in[4]->dtype()) fail("CachedAttention '" + name_ + "': the key and value caches differ in dtype");
     const Shape &q = in[0]->shape(), &k = in[1]->shape(), &v = in[2]->shape(), &kc = in[3]->shape(), &vc = in[4]->shape();
     Dims d{q[0], q[1], k[1], q[2], q[3], v[3], kc[2]};
+    // An int8 cache's rows hold their scale after the codes.
+    const bool int8 = in[3]->dtype() == DType::kInt8;
+    const int64_t kw = int8 ? int8_rows::bytes(d.D) : d.D, vw = int8 ? int8_rows::bytes(d.Dv) : d.Dv;
     bool ok = k[0] == d.B && v[0] == d.B && k[2] == d.S && v[2] == d.S && k[3] == d.D && v[1] == d.Hkv && d.Hkv > 0 &&
-              d.Hq % d.Hkv == 0 && kc == Shape{d.B, d.Hkv, d.T, d.D} && vc == Shape{d.B, d.Hkv, d.T, d.Dv};
+              d.Hq % d.Hkv == 0 && kc == Shape{d.B, d.Hkv, d.T, kw} && vc == Shape{d.B, d.Hkv, d.T, vw};
     if (!ok)
       fail("CachedAttention '" + name_ + "': shapes do not agree (query " + shape_str(q) + ", key " + shape_str(k) + ", value " +
            shape_str(v) + ", caches " + shape_str(kc) + " and " + shape_str(vc) + ")");
@@ -144,7 +162,7 @@ class KvCacheAttentionKernel final : public Kernel {
 }  // namespace
 
 void register_kv_cache_attention(Registry& r) {
-  r.add({"CachedAttention", "mminfer", 1, 1000, 0, {DType::kFloat32},  // the query's dtype; caches float32 or float16
+  r.add({"CachedAttention", "mminfer", 1, 1000, 0, {DType::kFloat32},  // the query's dtype; caches float32, float16 or int8
          [](const KernelSpec& s) { return std::make_unique<KvCacheAttentionKernel>(s); }},
         {.foldable = false, .heavy = true});
 }
