@@ -15,7 +15,15 @@ struct Problem {
   int64_t q_stride, kt_stride, v_stride, out_stride, mask_row_stride;
   float scale;
   bool causal;  // query i sees keys j <= i + (sk - sq)
+  // kt holds K itself, [sk, d] with key j's row at kt + j * kt_stride (a cache's layout, read
+  // without a transposed copy); only run_avx512 and run_reference take it.
+  bool k_rows = false;
 };
+
+// Kᵀ[c][j] wherever Problem::kt keeps it.
+inline float kt_at(const Problem& p, int64_t c, int64_t j) {
+  return p.k_rows ? p.kt[j * p.kt_stride + c] : p.kt[c * p.kt_stride + j];
+}
 
 // Fast path (AVX2) and its plain twin; both give a uniform distribution for rows whose
 // scores are all -inf, as the Softmax kernel does.
