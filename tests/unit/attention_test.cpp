@@ -160,3 +160,44 @@ TEST(Attention, KeyRowsPathMatchesReference) {
     expect_close(ref_rows, want, "reference, k rows");
   }
 }
+
+// Long unmasked attention goes over blocks of 64 keys with an online softmax: the same answers
+// as the reference for partial key blocks, partial query tiles, depths and value widths that
+// need masked loads, and strided rows.
+TEST(Attention, BlockedPathMatchesReference) {
+  if (!mminfer::cpu_features().avx512f) GTEST_SKIP() << "the blocked path is 512-bit only";
+  for (Case c : {Case{6, 64, 64, 64, false, false}, Case{13, 130, 64, 64, false, false}, Case{50, 200, 20, 48, false, false},
+                 Case{31, 257, 64, 80, false, false}, Case{12, 1500, 64, 64, false, false}, Case{40, 65, 33, 128, false, false}}) {
+    Filled f = random_problem(c.sq, c.sk, c.d, c.dv, static_cast<unsigned>(c.sq * 7 + c.sk));
+    std::vector<float> got(c.sq * c.dv, 5.f), want(c.sq * c.dv, -5.f), scratch(att::kBlockRows * c.sk);
+    att::Problem p{f.q.data(), f.kt.data(), f.v.data(), nullptr, want.data(),
+                   c.sq, c.sk, c.d, c.dv, c.d, c.sk, c.dv, c.dv, 0, 0.2f, false};
+    ASSERT_TRUE(att::blocked_applies(p));
+    att::run_reference(p);
+    p.out = got.data();
+    att::run_blocked_avx512(p, scratch.data());
+    expect_close(got, want, "blocked");
+  }
+  att::Problem masked{};
+  masked.sq = 12, masked.sk = 100, masked.dv = 64, masked.mask = reinterpret_cast<const float*>(&masked);
+  EXPECT_FALSE(att::blocked_applies(masked));  // masks and causal cuts keep the row tiles
+}
+
+// Scores that are infinite or NaN (from infinite inputs) leave the online softmax undefined: those
+// rows are redone by the row tiles, which define them as the Softmax kernel does.
+TEST(Attention, BlockedPathHandsNonFiniteRowsToTheRowTiles) {
+  if (!mminfer::cpu_features().avx512f) GTEST_SKIP() << "the blocked path is 512-bit only";
+  const int64_t sq = 14, sk = 150, d = 64, dv = 64;
+  Filled f = random_problem(sq, sk, d, dv, 3);
+  f.q[2 * d + 5] = std::numeric_limits<float>::infinity();
+  f.q[9 * d + 1] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> got(sq * dv), want(sq * dv), scratch(att::kBlockRows * sk);
+  att::Problem p{f.q.data(), f.kt.data(), f.v.data(), nullptr, want.data(), sq, sk, d, dv, d, sk, dv, dv, 0, 0.125f, false};
+  att::run_avx512(p, scratch.data());
+  p.out = got.data();
+  att::run_blocked_avx512(p, scratch.data());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(got[i])) << i;
+    else ASSERT_NEAR(got[i], want[i], 2e-5f * (1 + std::fabs(want[i]))) << i;
+  }
+}

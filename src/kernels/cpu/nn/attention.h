@@ -32,6 +32,11 @@ void run_avx2(const Problem& p, float* scratch);  // scratch: kBlockRows * sk fl
 void run_reference(const Problem& p);
 // The same with 512-bit tiles; only when cpu_features().avx512f.
 void run_avx512(const Problem& p, float* scratch);
+// Long attention without mask or causal cut, over blocks of keys with an online softmax
+// (attention_blocked_avx512.cpp): near GEMM speed where run_avx512 streams every key per tile.
+// Only when cpu_features().avx512f and blocked_applies(p); scratch as for run_avx512.
+bool blocked_applies(const Problem& p);
+void run_blocked_avx512(const Problem& p, float* scratch);
 
 // Shared by the ISA variants. For query rows [i0, i0 + rows): the keys any of them can see
 // (seen) and the keys their probabilities cover (used: all keys for a row that sees none).

@@ -223,7 +223,8 @@ class AttentionKernel final : public Kernel {
         if (sk == 0) {
           for (int64_t i = 0; i < rows; ++i) std::fill_n(p.out + i * p.out_stride, dv, 0.f);
         } else {
-          if (avx512) attention::run_avx512(p, scratch.data());
+          if (avx512 && attention::blocked_applies(p)) attention::run_blocked_avx512(p, scratch.data());
+          else if (avx512) attention::run_avx512(p, scratch.data());
           else attention::run_avx2(p, scratch.data());
         }
         if (pack_o)
