@@ -101,8 +101,14 @@ void EncoderDecoderModel::reorder(std::span<const int64_t> sources) {
 
 Tensor EncoderDecoderModel::step(int64_t row, const Tensor& ids) {
   int64_t n = ids.dim(0);
+  // Rows whose cross keys and values one prompt made (the beams of one input) pass a single copy:
+  // the decoder's attention broadcasts it over them and reads it once a step, not once per beam.
+  const int64_t source = cross_row_[static_cast<size_t>(row)];
+  bool shared = true;
+  for (int64_t r = row; r < row + n; ++r) shared = shared && cross_row_[static_cast<size_t>(r)] == source;
   std::vector<NamedTensor> extra;
-  for (size_t c = 0; c < cross_names_.size(); ++c) extra.emplace_back(cross_names_[c], runtime::rows_of(cross_[c], row, n));
+  for (size_t c = 0; c < cross_names_.size(); ++c)
+    extra.emplace_back(cross_names_[c], runtime::rows_of(cross_[c], row, shared ? 1 : n));
   return with_past_.step(*cache_, row, "input_ids", ids, extra);
 }
 

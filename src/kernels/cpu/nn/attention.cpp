@@ -76,7 +76,7 @@ void run_reference(const Problem& p) {
   for (int64_t i = 0; i < p.sq; ++i) {
     for (int64_t j = 0; j < p.sk; ++j) {
       float acc = 0.f;
-      for (int64_t c = 0; c < p.d; ++c) acc += p.q[i * p.q_stride + c] * p.kt[c * p.kt_stride + j];
+      for (int64_t c = 0; c < p.d; ++c) acc += p.q[i * p.q_stride + c] * kt_at(p, c, j);
       s[j] = acc;
     }
     softmax_row(s.data(), mask_row(p, i), p.sk, visible_keys(p, i), p.scale);

@@ -15,7 +15,15 @@ struct Problem {
   int64_t q_stride, kt_stride, v_stride, out_stride, mask_row_stride;
   float scale;
   bool causal;  // query i sees keys j <= i + (sk - sq)
+  // kt holds K itself, [sk, d] with key j's row at kt + j * kt_stride (a cache's layout, read
+  // without a transposed copy); only run_avx512 and run_reference take it.
+  bool k_rows = false;
 };
+
+// Kᵀ[c][j] wherever Problem::kt keeps it.
+inline float kt_at(const Problem& p, int64_t c, int64_t j) {
+  return p.k_rows ? p.kt[j * p.kt_stride + c] : p.kt[c * p.kt_stride + j];
+}
 
 // Fast path (AVX2) and its plain twin; both give a uniform distribution for rows whose
 // scores are all -inf, as the Softmax kernel does.
@@ -24,6 +32,11 @@ void run_avx2(const Problem& p, float* scratch);  // scratch: kBlockRows * sk fl
 void run_reference(const Problem& p);
 // The same with 512-bit tiles; only when cpu_features().avx512f.
 void run_avx512(const Problem& p, float* scratch);
+// Long attention without mask or causal cut, over blocks of keys with an online softmax
+// (attention_blocked_avx512.cpp): near GEMM speed where run_avx512 streams every key per tile.
+// Only when cpu_features().avx512f and blocked_applies(p); scratch as for run_avx512.
+bool blocked_applies(const Problem& p);
+void run_blocked_avx512(const Problem& p, float* scratch);
 
 // Shared by the ISA variants. For query rows [i0, i0 + rows): the keys any of them can see
 // (seen) and the keys their probabilities cover (used: all keys for a row that sees none).

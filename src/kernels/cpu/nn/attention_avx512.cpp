@@ -46,6 +46,42 @@ void scores_tile(const Problem& p, int64_t i0, int64_t keys, float* s) {
   }
 }
 
+// Sixteen vectors -> one: lane k holds the sum of v[k]'s lanes. Halves the vectors four times
+// (256-bit halves, 128-bit blocks, pairs, neighbours), then one permute puts the sums in order.
+__m512 sum_lanes16(__m512 (&v)[16]) {
+  __m512 w[8], x[4], y[2];
+  for (int i = 0; i < 8; ++i)
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 8], 0xEE));
+  for (int i = 0; i < 4; ++i)  // blocks: v_i, v_i+8 | v_i+4, v_i+12 (four partial sums each)
+    x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[i], w[i + 4], 0x88), _mm512_shuffle_f32x4(w[i], w[i + 4], 0xDD));
+  for (int i = 0; i < 2; ++i)  // per block: two partials of x_i's vector, two of x_i+2's
+    y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[i], x[i + 2], 0x88), _mm512_shuffle_ps(x[i], x[i + 2], 0xDD));
+  __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
+  // z's blocks: [v0 v2 v1 v3] [v8 v10 v9 v11] [v4 v6 v5 v7] [v12 v14 v13 v15]
+  const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+  return _mm512_permutexvar_ps(order, z);
+}
+
+// The scores when K is kept as rows (Problem::k_rows): each is a dot product over the depth, 16
+// keys at a time, so a cache is read once and in place. For the few query rows of decoding.
+template <int R>
+void scores_rows_tile(const Problem& p, int64_t i0, int64_t keys, float* s) {
+  for (int64_t j = 0; j < keys; j += 16) {
+    const int n = static_cast<int>(std::min<int64_t>(16, keys - j));
+    for (int r = 0; r < R; ++r) {
+      const float* q = p.q + (i0 + r) * p.q_stride;
+      __m512 acc[16];
+      for (int k = 0; k < 16; ++k) acc[k] = _mm512_setzero_ps();
+      for (int64_t c = 0; c < p.d; c += 16) {
+        const __mmask16 m = static_cast<__mmask16>(p.d - c >= 16 ? 0xFFFF : (1u << (p.d - c)) - 1);
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + c);
+        for (int k = 0; k < n; ++k) acc[k] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, p.kt + (j + k) * p.kt_stride + c), acc[k]);
+      }
+      _mm512_mask_storeu_ps(s + r * p.sk + j, static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1), sum_lanes16(acc));
+    }
+  }
+}
+
 template <int R>
 void values_tile(const Problem& p, int64_t i0, int64_t keys, const float* s) {
   for (int64_t c = 0; c < p.dv; c += 32) {
@@ -109,7 +145,8 @@ void softmax_row(const Problem& p, int64_t i, float* s) {
 template <int R>
 void block(const Problem& p, int64_t i0, float* s) {
   BlockKeys k = block_keys(p, i0, R);
-  scores_tile<R>(p, i0, k.seen, s);
+  if (p.k_rows) scores_rows_tile<R>(p, i0, k.seen, s);
+  else scores_tile<R>(p, i0, k.seen, s);
   for (int r = 0; r < R; ++r) softmax_row(p, i0 + r, s + r * p.sk);
   values_tile<R>(p, i0, k.used, s);
 }

@@ -125,8 +125,10 @@ class AttentionKernel final : public Kernel {
     if (r < 2 || kt.shape.size() != r || v.shape.size() != r) fail("Q, Kᵀ and V must have the same rank (at least 2)");
     check_perm(perm_[3], r);
     const Shape &qs = q.shape, &ks = kt.shape, &vs = v.shape;
+    // K and V may broadcast over batch dimensions (as MatMul's do): the beams of one input share
+    // its cross-attention keys and values.
     for (size_t d = 0; d + 2 < r; ++d)
-      if (ks[d] != qs[d] || vs[d] != qs[d]) fail("Q, Kᵀ and V disagree on batch dimensions");
+      if ((ks[d] != qs[d] && ks[d] != 1) || (vs[d] != qs[d] && vs[d] != 1)) fail("Q, Kᵀ and V disagree on batch dimensions");
     if (ks[r - 2] != qs[r - 1]) fail("Q's depth " + std::to_string(qs[r - 1]) + " differs from Kᵀ's " + std::to_string(ks[r - 2]));
     if (vs[r - 2] != ks[r - 1]) fail("V has " + std::to_string(vs[r - 2]) + " keys, Kᵀ has " + std::to_string(ks[r - 1]));
     if (const Tensor* m = mask(in)) {
@@ -155,35 +157,50 @@ class AttentionKernel final : public Kernel {
     Operand ov = output_view(o, os);
     std::vector<int64_t> mstride;
     if (mask_t) mstride = broadcast_strides(mask_t->shape(), r);
-    Shape batch_shape(os.begin(), os.end() - 2);
+    for (size_t k = 0; k + 2 < r; ++k) {
+      if (kv.shape[k] != q.shape[k]) kv.stride[k] = 0;  // broadcast
+      if (vv.shape[k] != q.shape[k]) vv.stride[k] = 0;
+    }
+    const bool avx512 = cpu_features().avx512f;
+    // One query row per problem against keys and values shared along the first batch dimension
+    // (beams decoding against one input's encoder states): those rows become one problem's query
+    // rows, so each key is read once for all of them.
+    const size_t lead = sq == 1 && r >= 3 && q.shape[0] > 1 && kv.stride[0] == 0 && vv.stride[0] == 0 && !mask_t && !causal_;
+    const int64_t rows = lead ? q.shape[0] : sq;
+    const int64_t q_row_stride = lead ? q.stride[0] : q.stride[r - 2], o_row_stride = lead ? ov.stride[0] : ov.stride[r - 2];
+    Shape batch_shape(os.begin() + static_cast<int64_t>(lead), os.end() - 2);
     int64_t batch = shape_numel(batch_shape);
     // The tile kernel reads rows with unit inner stride and Kᵀ with unit key stride; other
-    // layouts are packed per (batch, head) into scratch, which stays in cache.
-    bool pack_q = q.stride[r - 1] != 1, pack_k = kv.stride[r - 1] != 1, pack_v = vv.stride[r - 1] != 1;
+    // layouts are packed per (batch, head) into scratch, which stays in cache. The 512-bit tiles
+    // read K as rows in place for a single query row (greedy decoding) instead; from two rows on
+    // (beams folded together) packing once and the row tiles were faster (1,500 keys, from DRAM).
+    const bool k_rows = avx512 && kv.stride[r - 1] != 1 && kv.stride[r - 2] == 1 && rows == 1;
+    bool pack_q = q.stride[r - 1] != 1, pack_k = kv.stride[r - 1] != 1 && !k_rows, pack_v = vv.stride[r - 1] != 1;
     bool pack_o = ov.stride[r - 1] != 1, pack_m = mask_t && mstride[r - 1] == 0 && sk > 1;
-    const bool avx512 = cpu_features().avx512f;
     parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> scratch(static_cast<size_t>(attention::kBlockRows * sk));
-      std::vector<float> qbuf(pack_q ? sq * d : 0), kbuf(pack_k ? d * sk : 0), vbuf(pack_v ? sk * dv : 0);
-      std::vector<float> obuf(pack_o ? sq * dv : 0), mbuf(pack_m ? sq * sk : 0);
+      std::vector<float> qbuf(pack_q ? rows * d : 0), kbuf(pack_k ? d * sk : 0), vbuf(pack_v ? sk * dv : 0);
+      std::vector<float> obuf(pack_o ? rows * dv : 0), mbuf(pack_m ? sq * sk : 0);
       for (int64_t b = b0; b < b1; ++b) {
         int64_t oq = 0, ok = 0, ovv = 0, oo = 0, om = 0, rem = b;
-        for (size_t k = batch_shape.size(); k-- > 0;) {
-          int64_t i = rem % batch_shape[k];
-          rem /= batch_shape[k];
+        for (size_t bk = batch_shape.size(); bk-- > 0;) {
+          size_t k = bk + lead;
+          int64_t i = rem % batch_shape[bk];
+          rem /= batch_shape[bk];
           oq += i * q.stride[k], ok += i * kv.stride[k], ovv += i * vv.stride[k], oo += i * ov.stride[k];
           if (mask_t) om += i * mstride[k];
         }
         attention::Problem p{};
-        p.sq = sq, p.sk = sk, p.d = d, p.dv = dv;
+        p.sq = rows, p.sk = sk, p.d = d, p.dv = dv;
         p.scale = scale_;
         p.causal = causal_;
-        p.q = q.data + oq, p.q_stride = q.stride[r - 2];
+        p.q = q.data + oq, p.q_stride = q_row_stride;
         if (pack_q) {
-          gather_block(p.q, sq, d, q.stride[r - 2], q.stride[r - 1], qbuf.data());
+          gather_block(p.q, rows, d, q_row_stride, q.stride[r - 1], qbuf.data());
           p.q = qbuf.data(), p.q_stride = d;
         }
         p.kt = kv.data + ok, p.kt_stride = kv.stride[r - 2];
+        if (k_rows) p.k_rows = true, p.kt_stride = kv.stride[r - 1];
         if (pack_k) {
           gather_block(p.kt, d, sk, kv.stride[r - 2], kv.stride[r - 1], kbuf.data());
           p.kt = kbuf.data(), p.kt_stride = sk;
@@ -195,7 +212,7 @@ class AttentionKernel final : public Kernel {
         }
         float* dst = const_cast<float*>(ov.data) + oo;
         p.out = pack_o ? obuf.data() : dst;
-        p.out_stride = pack_o ? dv : ov.stride[r - 2];
+        p.out_stride = pack_o ? dv : o_row_stride;
         if (mask_t) {
           p.mask = mask_t->data<float>() + om;
           p.mask_row_stride = mstride[r - 2];
@@ -205,14 +222,15 @@ class AttentionKernel final : public Kernel {
           }
         }
         if (sk == 0) {
-          for (int64_t i = 0; i < sq; ++i) std::fill_n(p.out + i * p.out_stride, dv, 0.f);
+          for (int64_t i = 0; i < rows; ++i) std::fill_n(p.out + i * p.out_stride, dv, 0.f);
         } else {
-          if (avx512) attention::run_avx512(p, scratch.data());
+          if (avx512 && attention::blocked_applies(p)) attention::run_blocked_avx512(p, scratch.data());
+          else if (avx512) attention::run_avx512(p, scratch.data());
           else attention::run_avx2(p, scratch.data());
         }
         if (pack_o)
-          for (int64_t i = 0; i < sq; ++i)
-            for (int64_t c = 0; c < dv; ++c) dst[i * ov.stride[r - 2] + c * ov.stride[r - 1]] = obuf[i * dv + c];
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t c = 0; c < dv; ++c) dst[i * o_row_stride + c * ov.stride[r - 1]] = obuf[i * dv + c];
       }
     });
   }
