@@ -6,6 +6,8 @@
 // cols_for(rows), load_codes<Bits>(p) (kChunk weight codes as u8), load_i / load_f, dot<Bits>
 // (u8 · s8 -> 32-bit lanes of 4 products), cvt, mul, fmadd, zero, hsum, lane_index(p) and
 // block_scales(p, count, index) (per lane, the scale of the block the lane covers).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -67,6 +69,9 @@ void int8_tile(const NBitsWeights& w, const Int8Rows& q, int64_t m0, int64_t n0,
     const int64_t b0 = c * CH / bs;
     _Pragma("GCC unroll 8")
     for (int j = 0; j < NC; ++j) {
+      // The same place in the next tile's columns: the weight is one stream, read once, and
+      // the hardware prefetcher alone leaves the loop waiting on memory.
+      _mm_prefetch(reinterpret_cast<const char*>(wp[j] + c * CB + NC * row_bytes), _MM_HINT_T0);
       wv[j] = Ops::template load_codes<Bits>(wp[j] + c * CB);
       sw[j] = Ops::block_scales(sc[j] + b0, static_cast<int>(chunk_blocks), index);
     }
