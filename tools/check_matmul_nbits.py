@@ -15,7 +15,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from nbits_quant import quantize  # noqa: E402
+from nbits_quant import quantize, round_int8_blocks  # noqa: E402
 from output_compare import errors, load_output, run_mminfer, run_tool, verdict  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 SHAPES = {"A1": [1], "A7": [7], "A23": [2, 3]}
 
 
-def make_case(path, rng, bits, block, k, n, zp, bias):
+def make_case(path, rng, bits, block, k, n, zp, bias, level):
     """Writes the model; returns {input: array} and {output: numpy reference}."""
     w = rng.standard_normal((k, n)).astype(np.float32)
     b, scales, zpp, deq = quantize(w, bits, block, symmetric=(zp == "none"))
@@ -51,12 +51,13 @@ def make_case(path, rng, bits, block, k, n, zp, bias):
         while ins and ins[-1] == "":
             ins.pop()
         nodes.append(helper.make_node("MatMulNBits", ins, [y], domain="com.microsoft", K=k, N=n, bits=bits,
-                                      block_size=block, name="mmnb_" + name))
+                                      block_size=block, accuracy_level=level, name="mmnb_" + name))
         inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, lead + [k]))
         outputs.append(helper.make_tensor_value_info(y, TensorProto.FLOAT, lead + [n]))
         a = rng.standard_normal(lead + [k]).astype(np.float32)
         feeds[name] = a
-        ref = a.astype(np.float64) @ deq.astype(np.float64)
+        rounded = round_int8_blocks(a.reshape(-1, k), block).reshape(a.shape) if level == 4 else a
+        ref = rounded.astype(np.float64) @ deq.astype(np.float64)
         expect[y] = ref + (bias_v if bias else 0)
     graph = helper.make_graph(nodes, "matmul_nbits", inputs, outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
@@ -76,15 +77,21 @@ def dequantize(b, scales, zp, bits, block, k):
     return np.ascontiguousarray(w.reshape(n, -1)[:, :k].T)
 
 
-CASES = [  # bits, block, K, N, zero points, bias
-    (4, 32, 64, 48, "none", False),
-    (4, 32, 100, 40, "packed", True),
-    (4, 16, 72, 33, "packed", False),
-    (4, 128, 300, 24, "none", True),
-    (4, 64, 130, 17, "float", False),
-    (8, 32, 96, 40, "none", False),
-    (8, 16, 50, 31, "packed", True),
-    (8, 128, 200, 20, "packed", False),
+CASES = [  # bits, block, K, N, zero points, bias, accuracy_level (4: A rounded to int8 per block)
+    (4, 32, 64, 48, "none", False, 0),
+    (4, 32, 100, 40, "packed", True, 0),
+    (4, 16, 72, 33, "packed", False, 0),
+    (4, 128, 300, 24, "none", True, 0),
+    (4, 64, 130, 17, "float", False, 0),
+    (8, 32, 96, 40, "none", False, 0),
+    (8, 16, 50, 31, "packed", True, 0),
+    (8, 128, 200, 20, "packed", False, 0),
+    (4, 32, 100, 40, "packed", True, 4),
+    (4, 16, 72, 33, "none", False, 4),
+    (4, 64, 130, 17, "packed", False, 4),
+    (8, 32, 96, 40, "none", False, 4),
+    (8, 16, 50, 31, "packed", True, 4),
+    (8, 128, 200, 20, "packed", False, 4),
 ]
 
 
@@ -98,12 +105,12 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     rng = np.random.default_rng(17)
     failures = []
-    for bits, block, k, n, zp, bias in CASES:
-        label = f"bits{bits}_block{block}_K{k}_N{n}_zp-{zp}{'_bias' if bias else ''}"
+    for bits, block, k, n, zp, bias, level in CASES:
+        label = f"bits{bits}_block{block}_K{k}_N{n}_zp-{zp}{'_bias' if bias else ''}_level{level}"
         d = os.path.join(args.work, label)
         os.makedirs(d, exist_ok=True)
         model = os.path.join(d, "model.onnx")
-        feeds, expect = make_case(model, rng, bits, block, k, n, zp, bias)
+        feeds, expect = make_case(model, rng, bits, block, k, n, zp, bias, level)
         files = {}
         for name, a in feeds.items():
             files[name] = os.path.join(d, name + ".npy")

@@ -4,7 +4,10 @@ one weight, one weight with K not a multiple of the block) is rewritten; the res
 MatMulNBits nodes only, run in ONNX Runtime (tools/ort_run.js) and in mminfer with the same
 outputs (max relative error <= 1e-4), and stay within the quantization bound of the FP32 model:
 per output, |y_q - y| <= sum_k |a_k| * |scale(n, block of k)| * step, step = 1/2 (a value
-clipped at the top code, symmetric only: 1).
+clipped at the top code, symmetric only: 1). The writer's default accuracy_level 4 lets both
+runtimes round A to int8 per block (nodes must carry it); the bound then takes the rounded a_k
+and adds sum_k |a_k - rounded a_k| * |w_kn|. One file written with --accuracy-level 0 keeps FP32
+activations and the plain bound.
 
   check_nbits_writer.py --mminfer BIN WORK_DIR [--node node]
 """
@@ -15,6 +18,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from nbits_quant import round_int8_blocks  # noqa: E402
 from output_compare import errors, load_output, run_mminfer, run_tool, verdict  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -49,14 +53,18 @@ def make_model(path, rng):
     return feeds
 
 
-def bound(a, node, inits, symmetric):
-    """Per-output bound of |A W_q - A W| for one MatMulNBits node."""
+def bound(a, node, inits, symmetric, w):
+    """Per-output bound of |A_q W_q - A W| for one MatMulNBits node (A_q = A at level 0)."""
     attrs = {a.name: a.i for a in node.attribute}
     k, block = attrs["K"], attrs["block_size"]
     scales = np.abs(numpy_helper.to_array(inits[node.input[2]])).reshape(attrs["N"], -1)
     per_k = scales[:, np.arange(k) // block].T  # [K, N]
     step = 1.0 if symmetric else 0.5
-    return np.abs(a).reshape(-1, k) @ per_k * step
+    a = a.reshape(-1, k).astype(np.float64)
+    if attrs.get("accuracy_level", 0) != 4:
+        return np.abs(a) @ per_k * step
+    rounded = round_int8_blocks(a.astype(np.float32), block).astype(np.float64)
+    return np.abs(rounded) @ per_k * step + np.abs(a - rounded) @ np.abs(w.astype(np.float64))
 
 
 def main():
@@ -76,12 +84,18 @@ def main():
     failures = []
     ref_dir = os.path.join(args.work, "fp32_out")
     run_mminfer(args.mminfer, fp32, files, ref_dir)
-    for quant, block, sym in (("int4", 32, False), ("int4", 16, True), ("int8w", 64, False), ("int8w", 32, True)):
-        label = f"{quant}_block{block}{'_sym' if sym else ''}"
+    fp32_model = onnx.load(fp32)
+    weights = {t.name: numpy_helper.to_array(t) for t in fp32_model.graph.initializer}
+    weight_of = {n.output[0]: weights[n.input[1]] for n in fp32_model.graph.node}
+    for quant, block, sym, level in (("int4", 32, False, 4), ("int4", 16, True, 4), ("int8w", 64, False, 4),
+                                     ("int8w", 32, True, 4), ("int4", 32, False, 0)):
+        label = f"{quant}_block{block}{'_sym' if sym else ''}{'_level0' if level == 0 else ''}"
         out = os.path.join(args.work, label + ".onnx")
         cmd = [args.mminfer, "optimize", fp32, "-o", out, "--quantize", quant, "--block-size", str(block)]
+        cmd += ["--symmetric"] if sym else []
+        cmd += ["--accuracy-level", "0"] if level == 0 else []
         try:
-            print(run_tool(cmd + (["--symmetric"] if sym else []), "mminfer optimize").strip())
+            print(run_tool(cmd, "mminfer optimize").strip())
         except RuntimeError as e:
             failures.append(f"{label}: {e}")
             continue
@@ -90,6 +104,9 @@ def main():
         if ops.count("MatMulNBits") != 4 or "MatMul" in ops:
             failures.append(f"{label}: nodes {ops}, expected 4 MatMulNBits")
             continue
+        levels = {a.i for n in model.graph.node for a in n.attribute if a.name == "accuracy_level"} or {0}
+        if levels != {level}:
+            failures.append(f"{label}: accuracy_level {sorted(levels)}, expected {level}")
         if len(model.graph.initializer) != 3 * (2 if sym else 3):
             failures.append(f"{label}: {len(model.graph.initializer)} initializers; the shared weight must be written once")
         inits = {t.name: t for t in model.graph.initializer}
@@ -114,7 +131,7 @@ def main():
                 continue  # two quantized layers deep: the one-layer bound does not apply
             node = by_output[y]
             a = feeds[node.input[0]]
-            lim = bound(a, node, inits, sym).reshape(mm.shape)
+            lim = bound(a, node, inits, sym, weight_of[y]).reshape(mm.shape)
             excess = float((np.abs(mm.astype(np.float64) - ref) - lim * 1.001 - 1e-5).max())
             worst = float((np.abs(mm - ref) / np.maximum(lim, 1e-12)).max())
             ok = excess <= 0

@@ -48,3 +48,14 @@ def quantize(w, bits, block_size, symmetric):
     b = pack_rows(q.reshape(n * blocks, block_size), bits).reshape(n, blocks, block_size * bits // 8)
     zero_points = None if symmetric else pack_rows(zp.astype(np.uint8), bits)
     return b, scales.astype(np.float32), zero_points, np.ascontiguousarray(deq, np.float32)
+
+
+def round_int8_blocks(a, block):
+    """A's rows rounded as ONNX Runtime's accuracy_level 4: per block, amax / 127 steps, half to even."""
+    out = a.astype(np.float32).copy()
+    for k0 in range(0, a.shape[1], block):
+        part = a[:, k0:k0 + block].astype(np.float32)
+        amax = np.abs(part).max(axis=1, keepdims=True)
+        inverse = np.where(amax != 0, np.float32(127) / np.where(amax != 0, amax, 1), 0).astype(np.float32)
+        out[:, k0:k0 + block] = np.round(part * inverse) * (amax / np.float32(127))
+    return out

@@ -61,6 +61,10 @@ int write_weight_only(const Args& args, int bits) {
   opt.bits = bits;
   opt.block_size = args.get_int("--block-size", 32);
   opt.symmetric = args.has("--symmetric");
+  opt.accuracy_level = args.get_int("--accuracy-level", 4);
+  if (opt.accuracy_level != 0 && opt.accuracy_level != 4)
+    throw Error("--accuracy-level must be 0 (FP32 activations) or 4 (int8 activations), got " +
+                std::to_string(opt.accuracy_level));
   for (const char* f : {"--precision", "--calib", "--min-cosine", "--sensitivity"})
     if (args.has(f)) throw Error(std::string(f) + " does not apply to --quantize int4|int8w (weight-only, every MatMul)");
   const std::string in = args.positional()[0], out = args.get("-o", args.get("--output"));
@@ -69,8 +73,9 @@ int write_weight_only(const Args& args, int bits) {
   int count = onnx_io::write_nbits_weights(model, opt, base_dir.empty() ? "." : base_dir);
   std::ofstream f(out, std::ios::binary);
   if (!f || !model.SerializeToOstream(&f)) throw Error("cannot write " + out);
-  std::printf("%s: %d MatMuls as MatMulNBits (%d bits, block %lld, %s)\n", out.c_str(), count, bits,
-              static_cast<long long>(opt.block_size), opt.symmetric ? "symmetric" : "zero points");
+  std::printf("%s: %d MatMuls as MatMulNBits (%d bits, block %lld, %s, accuracy_level %lld)\n", out.c_str(), count,
+              bits, static_cast<long long>(opt.block_size), opt.symmetric ? "symmetric" : "zero points",
+              static_cast<long long>(opt.accuracy_level));
   return 0;
 }
 
@@ -80,7 +85,7 @@ int cmd_optimize(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_precision_flags({"-o", "--output", "--quantize", "--input", "--shape", "--int-range", "--min-cosine", "--report",
                                   "--threads", "--calib", "--calib-method", "--percentile", "--calib-preprocess",
-                                  "--calib-limit", "--calib-pipeline", "--block-size"}),
+                                  "--calib-limit", "--calib-pipeline", "--block-size", "--accuracy-level"}),
             {"--help", "--sensitivity", "--json", "--progress", "--no-progress", "--quiet", "--symmetric"});
   if (args.has("--help") || args.positional().size() != 1 || !(args.has("-o") || args.has("--output"))) {
     std::fputs(
@@ -103,10 +108,12 @@ int cmd_optimize(int argc, char** argv) {
         "  the model's fixed shapes); --min-cosine X moves the most sensitive layers back to FP32 until\n"
         "  each output's cosine is at least X; --sensitivity measures every layer alone; --report writes\n"
         "  all of it as JSON; --json prints the summary as one JSON document on stdout.\n"
-        "  --quantize int4|int8w [--block-size 32] [--symmetric]: weight-only instead; every MatMul with a\n"
-        "  constant FP32 [K, N] weight becomes com.microsoft MatMulNBits (ONNX Runtime's form: 4 or 8 bits\n"
-        "  in blocks of --block-size along K, a scale and, unless --symmetric, a zero point per block);\n"
-        "  no policy and no accuracy check (activation-aware scaling is not done yet).\n"
+        "  --quantize int4|int8w [--block-size 32] [--symmetric] [--accuracy-level 4]: weight-only instead;\n"
+        "  every MatMul with a constant FP32 [K, N] weight becomes com.microsoft MatMulNBits (ONNX Runtime's\n"
+        "  form: 4 or 8 bits in blocks of --block-size along K, a scale and, unless --symmetric, a zero\n"
+        "  point per block); no policy and no accuracy check (activation-aware scaling is not done yet).\n"
+        "  --accuracy-level 4 (the default) lets runtimes quantize activations to int8 per block, as ONNX\n"
+        "  Runtime's and mminfer's fast CPU kernels do; 0 keeps FP32 activations (slower).\n"
         "  Models with symbolic input shapes need no --shape: the weights are quantized without shapes (as\n"
         "  ONNX Runtime's quantizer does), calibration takes its shapes from the calibration inputs, and\n"
         "  the accuracy check runs on the --input/--shape inputs or the first calibration samples; with\n"

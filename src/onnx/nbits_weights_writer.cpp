@@ -125,6 +125,7 @@ int write_nbits_weights(onnx::ModelProto& model, const NBitsOptions& opt, const 
     set_int_attribute(&n, "N", N);
     set_int_attribute(&n, "bits", opt.bits);
     set_int_attribute(&n, "block_size", opt.block_size);
+    if (opt.accuracy_level != 0) set_int_attribute(&n, "accuracy_level", opt.accuracy_level);
     nodes.push_back(std::move(n));
     ++count;
   }

@@ -16,6 +16,7 @@ struct NBitsOptions {
   int bits = 4;              // 4 or 8
   int64_t block_size = 32;   // a power of two, 16 to 256
   bool symmetric = false;    // true: no zero points (the op's default 2^(bits-1))
+  int64_t accuracy_level = 4;  // 4: int8 activations allowed (ONNX Runtime's and mminfer's fast path); 0: FP32
 };
 
 struct NBitsWeight {

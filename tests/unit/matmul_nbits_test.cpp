@@ -1,10 +1,13 @@
-// MatMulNBits: the fast path (both GEMV ISA paths and the prefill panels) against the plain
-// reference on random shapes, the writer's quantization within half a step of the weights, and
+// MatMulNBits: the fast path (both GEMV ISA paths and the prefill panels) and the int8 path of
+// accuracy_level 4 (every ISA this CPU has) against the plain reference on random shapes, the writer's quantization within half a step of the weights, and
 // the kernel's one-line errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/cpu_features.h"
 #include "kernel_run.h"
@@ -114,6 +117,60 @@ TEST(MatMulNBits, GemvIsaPathsMatchReference) {
       std::fill(got.begin(), got.end(), NAN);
       kernels::nbits_gemv_avx512(r.w, padded.data(), sums.data(), 0, c.N, got.data());
       expect_close(got, want, "avx512 " + describe(c, 1));
+    }
+  }
+}
+
+// The ISAs of the int8 product (accuracy_level 4) this CPU has, whatever MMINFER_ISA says.
+std::vector<std::pair<kernels::NBitsInt8Isa, std::string>> int8_isas() {
+  const CpuFeatures f = detect_cpu_features();
+  std::vector<std::pair<kernels::NBitsInt8Isa, std::string>> isas = {{kernels::NBitsInt8Isa::kAvx2, "avx2"},
+                                                                     {kernels::NBitsInt8Isa::kAuto, "auto"}};
+  if (f.avx_vnni) isas.push_back({kernels::NBitsInt8Isa::kAvxVnni, "avx_vnni"});
+  if (f.avx512_vnni && f.avx512bw) isas.push_back({kernels::NBitsInt8Isa::kAvx512Vnni, "avx512_vnni"});
+  return isas;
+}
+
+// The integer dot products give the reference's result on activations rounded to int8 per block,
+// on every ISA path, for decode (M 1), batched decode (3, 8) and prefill (33, several row tiles).
+TEST(MatMulNBits, Int8PathsMatchReferenceOnRoundedActivations) {
+  unsigned seed = 300;
+  for (const Case& c : random_cases())
+    for (int64_t M : {1, 3, 8, 33}) {
+      RandomWeights r(c, ++seed);
+      std::vector<float> a = testing::normal(static_cast<size_t>(M * c.K), seed + 7);
+      std::vector<float> bias = testing::normal(static_cast<size_t>(c.N), seed + 9);
+      std::vector<float> rounded(a.size()), want(static_cast<size_t>(M * c.N));
+      kernels::round_activations_to_int8_blocks(a.data(), M, c.K, c.block, rounded.data());
+      kernels::matmul_nbits_reference(r.w, rounded.data(), M, bias.data(), want.data());
+      for (const auto& [isa, name] : int8_isas()) {
+        std::vector<float> got(want.size(), NAN);
+        kernels::matmul_nbits_int8(r.w, a.data(), M, bias.data(), got.data(), isa);
+        expect_close(got, want, name + " " + describe(c, M));
+      }
+    }
+}
+
+// The largest codes: 8-bit weights of 255 against activation codes of +-127, where pairs of
+// u8 * s8 products (64,770) overflow int16; every path must still sum them exactly.
+TEST(MatMulNBits, Int8PathsDoNotSaturate) {
+  for (int bits : {4, 8}) {
+    Case c{bits, 64, 128, 5, 1};
+    RandomWeights r(c, 9);
+    std::fill(r.packed.begin(), r.packed.end(), uint8_t{0xff});
+    std::fill(r.zp_packed.begin(), r.zp_packed.end(), uint8_t{0});
+    std::fill(r.scales.begin(), r.scales.end(), 1.f);
+    std::vector<float> a(static_cast<size_t>(2 * c.K), 1.f);
+    std::fill(a.begin() + c.K, a.end(), -1.f);
+    const float code = static_cast<float>((1 << bits) - 1);
+    for (const auto& [isa, name] : int8_isas()) {
+      std::vector<float> got(static_cast<size_t>(2 * c.N), NAN);
+      kernels::matmul_nbits_int8(r.w, a.data(), 2, nullptr, got.data(), isa);
+      for (int64_t n = 0; n < c.N; ++n) {
+        const float want = code * static_cast<float>(c.K);  // saturated int16 pairs would lose half of it
+        EXPECT_NEAR(got[static_cast<size_t>(n)], want, 1e-5f * want) << name << " bits " << bits;
+        EXPECT_NEAR(got[static_cast<size_t>(c.N + n)], -want, 1e-5f * want) << name << " bits " << bits;
+      }
     }
   }
 }

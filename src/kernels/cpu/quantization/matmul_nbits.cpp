@@ -1,6 +1,6 @@
 // The MatMulNBits kernel (com.microsoft): checks the attributes and inputs against the op's
-// contract (matmul_nbits.h) once per shape, then runs the fast path, or the reference for the
-// forms it leaves out (2 bits, g_idx).
+// contract (matmul_nbits.h) once per shape, then runs the fast path (integer dot products for
+// accuracy_level 4, FP32 otherwise), or the reference for the forms it leaves out (2 bits, g_idx).
 #include <string>
 #include <vector>
 
@@ -53,6 +53,7 @@ class MatMulNBitsKernel : public Kernel {
     const Tensor* bias = optional_input(in, 5);
     const float* b = bias ? bias->data<float>() : nullptr;
     const float* a = in[0]->data<float>();
+    if (int8_activations_ && matmul_nbits_fast_supported(w)) return matmul_nbits_int8(w, a, M, b, out[0]->data<float>());
     std::vector<float> rounded;
     if (int8_activations_) {
       rounded.resize(static_cast<size_t>(M * K_));

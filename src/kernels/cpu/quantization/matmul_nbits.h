@@ -52,6 +52,15 @@ void matmul_nbits_fast(const NBitsWeights& w, const float* a, int64_t M, const f
 // per block of block_size (scale max|a| / 127, round to nearest even), written back as floats.
 void round_activations_to_int8_blocks(const float* a, int64_t M, int64_t K, int64_t block_size, float* out);
 
+// The instruction set of the int8 product below.
+enum class NBitsInt8Isa { kAuto, kAvx2, kAvxVnni, kAvx512Vnni };
+// accuracy_level 4 on the forms matmul_nbits_fast handles: the same result as rounding A with
+// round_activations_to_int8_blocks and running the reference, but as integer dot products of the
+// codes (nbits_int8_dot.h), each weight byte read once whatever M is. kAuto picks the widest ISA
+// cpu_features() allows; the others are for tests (the CPU must have them).
+void matmul_nbits_int8(const NBitsWeights& w, const float* a, int64_t M, const float* bias, float* y,
+                       NBitsInt8Isa isa = NBitsInt8Isa::kAuto);
+
 // Internal: one ISA's GEMV over columns [n0, n1), `a` zero-padded to k_blocks * block_size and
 // `a_block_sums` its sum per block (for the zero points).
 void nbits_gemv_avx2(const NBitsWeights& w, const float* a, const float* a_block_sums, int64_t n0, int64_t n1, float* y);

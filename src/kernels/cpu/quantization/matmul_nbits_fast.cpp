@@ -90,7 +90,8 @@ PaddedRow pad_row(const NBitsWeights& w, const float* a) {
   return {data, sums.data()};
 }
 
-// Columns [n0, n0 + cols) of W^T, dequantized to FP32 rows of length K (ld = K).
+// Columns [n0, n0 + cols) of W^T, dequantized to FP32 rows of length K (ld = K): whole blocks
+// sixteen values a step, a ragged last block value by value.
 void dequantize_panel(const NBitsWeights& w, int64_t n0, int64_t cols, float* out) {
   const int64_t kb = w.k_blocks(), bs = w.block_size, blob = w.blob_bytes(), K = w.K;
   for (int64_t c = 0; c < cols; ++c) {
@@ -101,14 +102,17 @@ void dequantize_panel(const NBitsWeights& w, int64_t n0, int64_t cols, float* ou
       const uint8_t* p = w.packed + (n * kb + b) * blob;
       const int64_t len = std::min(bs, K - b * bs);
       float* ob = o + b * bs;
-      if (w.bits == 4) {
-        for (int64_t j = 0; j + 1 < len; j += 2) {
-          ob[j] = static_cast<float>(p[j / 2] & 15) * s - zs;
-          ob[j + 1] = static_cast<float>(p[j / 2] >> 4) * s - zs;
+      if (len == bs) {
+        const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(zs);
+        for (int64_t j = 0; j < bs; j += 16) {
+          const __m128i v = w.bits == 4 ? unpack16_u4(p + j / 2) : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + j));
+          const __m256 f0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+          const __m256 f1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+          _mm256_storeu_ps(ob + j, _mm256_fmsub_ps(f0, vs, vz));
+          _mm256_storeu_ps(ob + j + 8, _mm256_fmsub_ps(f1, vs, vz));
         }
-        if (len & 1) ob[len - 1] = static_cast<float>(p[len / 2] & 15) * s - zs;
       } else {
-        for (int64_t j = 0; j < len; ++j) ob[j] = static_cast<float>(p[j]) * s - zs;
+        for (int64_t j = 0; j < len; ++j) ob[j] = static_cast<float>(NBitsWeights::unpack(p, j, w.bits)) * s - zs;
       }
     }
   }

@@ -1,0 +1,42 @@
+// matmul_nbits_int8 (matmul_nbits.h): quantizes A once per call, then splits the columns over
+// the threads and runs the chosen ISA's integer kernel on each part.
+#include <algorithm>
+
+#include "core/cpu_features.h"
+#include "core/parallel.h"
+#include "kernels/cpu/quantization/nbits_int8_dot.h"
+
+namespace mminfer::kernels {
+
+namespace {
+
+NBitsInt8Isa widest_allowed() {
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512_vnni && f.avx512bw) return NBitsInt8Isa::kAvx512Vnni;
+  if (f.avx_vnni) return NBitsInt8Isa::kAvxVnni;
+  return NBitsInt8Isa::kAvx2;
+}
+
+}  // namespace
+
+void matmul_nbits_int8(const NBitsWeights& w, const float* a, int64_t M, const float* bias, float* y, NBitsInt8Isa isa) {
+  thread_local Int8Rows rows;  // kept per thread so that decode steps allocate nothing once warm
+  quantize_int8_rows(w, a, M, rows);
+  const Int8Rows& q = rows;  // named by reference: in the workers `rows` would be their own, empty
+  if (isa == NBitsInt8Isa::kAuto) isa = widest_allowed();
+  // Enough work per thread that starting one pays: 32 KiB of packed weight, less as M grows.
+  const int64_t column_bytes = std::max<int64_t>(1, w.k_blocks() * w.blob_bytes());
+  const int64_t grain = std::max<int64_t>(4, 32768 / column_bytes / std::max<int64_t>(1, M));
+  parallel_for(w.N, grain, [&](int64_t n0, int64_t n1) {
+    switch (isa) {
+      case NBitsInt8Isa::kAvx512Vnni: nbits_int8_dot_avx512vnni(w, q, n0, n1, y); break;
+      case NBitsInt8Isa::kAvxVnni: nbits_int8_dot_avxvnni(w, q, n0, n1, y); break;
+      default: nbits_int8_dot_avx2(w, q, n0, n1, y); break;
+    }
+  });
+  if (bias)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < w.N; ++n) y[m * w.N + n] += bias[n];
+}
+
+}  // namespace mminfer::kernels
