@@ -14,7 +14,8 @@
 namespace mminfer::cli {
 
 int cmd_chat(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--image", "--max-new-tokens", "--kv-cache", "--threads"}, {"--help", "--json"});
+  Args args(argc, argv, 2, with_decoder_precision_flags({"--pipeline", "--image", "--max-new-tokens", "--kv-cache", "--threads"}),
+            {"--help", "--json"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().size() != 1) {
     std::fputs(
         "usage: mminfer chat --pipeline DIR [--image F] QUESTION [--max-new-tokens N] [--kv-cache fp32|fp16]\n"
@@ -24,10 +25,12 @@ int cmd_chat(int argc, char** argv) {
         "  streamed as it is made; --json prints {\"text\", \"tokens\", \"prompt_tokens\", \"encoder_ms\",\n"
         "  \"prefill_ms\", \"decode_ms_per_token\"}\n",
         args.usage_stream());
+    std::fputs(kDecoderPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = threads_flag(args);
+  session.precision = decoder_precision_flags(args);
   std::optional<image::Image> img;
   if (args.has("--image")) img = image::decode_image(read_input_file(args.get("--image")));
   pipelines::VisionLanguage model(args.get("--pipeline"), session, kv_cache_flag(args));

@@ -13,7 +13,8 @@
 namespace mminfer::cli {
 
 int cmd_transcribe(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--kv-cache", "--threads"},
+  Args args(argc, argv, 2,
+            with_decoder_precision_flags({"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--kv-cache", "--threads"}),
             {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
@@ -28,10 +29,12 @@ int cmd_transcribe(int argc, char** argv) {
         "  \"tokens\", \"encoder_ms\", \"prefill_ms\", \"decode_ms\", \"decode_ms_per_token\"}]}\n"
         "  a bad file prints one error line and the others still run (exit status 1)\n",
         args.usage_stream());
+    std::fputs(kDecoderPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = threads_flag(args);
+  session.precision = decoder_precision_flags(args);
   pipelines::SpeechToText model(args.get("--pipeline"), session, kv_cache_flag(args));
   pipelines::TranscribeOptions options;
   options.language = args.get("--language");
