@@ -20,6 +20,7 @@
 #include "onnx/awq_scaling.h"
 #include "onnx/loader.h"
 #include "onnx/nbits_weights_writer.h"
+#include "onnx/proto_edit.h"
 #include "onnx/qdq_writer.h"
 #include "passes/pass.h"
 
@@ -84,6 +85,7 @@ int write_weight_only(const Args& args, int bits) {
     awq = onnx_io::apply_awq_scaling(model, stats, opt, base_dir, keep);
   }
   int count = onnx_io::write_nbits_weights(model, opt, base_dir, keep);
+  onnx_io::inline_external_data(model, base_dir);  // what stayed float (embeddings) goes into OUT
   std::ofstream f(out, std::ios::binary);
   if (!f || !model.SerializeToOstream(&f)) throw Error("cannot write " + out);
   std::printf("%s: %d MatMuls as MatMulNBits (%d bits, block %lld, %s)\n", out.c_str(), count, bits,

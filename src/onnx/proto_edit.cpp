@@ -1,9 +1,9 @@
 #include "onnx/proto_edit.h"
 
-#include "onnx/tensor_proto.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "onnx/tensor_proto.h"
 
 namespace mminfer::onnx_io {
 
@@ -123,6 +123,21 @@ void collect_inputs(const onnx::GraphProto& g, std::set<std::string>* used) {
 }
 
 }  // namespace
+
+int inline_external_data(onnx::ModelProto& model, const std::string& base_dir) {
+  int moved = 0;
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    std::string name = t.name();
+    Tensor v = tensor_from_proto(t, base_dir);
+    onnx::TensorProto inlined;
+    tensor_to_proto(v, &inlined);
+    inlined.set_name(name);
+    t = std::move(inlined);
+    ++moved;
+  }
+  return moved;
+}
 
 void drop_unused_initializers(onnx::GraphProto* g) {
   std::set<std::string> used;

@@ -75,11 +75,18 @@ def main():
         check(rc == 0 and acc >= fp32 - 0.01, f"{q} decoder within 1 point of FP32")
 
     # Quantized as the decoder loads (--precision text=...): the same writer, no file.
+    split_int4 = None
     for spec, block in (("int4", "32"), ("int4", "128"), ("int8", "128")):
         rc, out, err = caption(a.mminfer, a.model, images, "--precision", f"text={spec}", "--block-size", block)
         acc = accuracy(json.loads(out)["results"], truth) if rc == 0 else 0
         print(f"--precision text={spec} --block-size {block}: exact match {acc:.4f}")
         check(rc == 0 and acc >= fp32 - 0.01, f"text={spec} block {block} at load within 1 point of FP32 {err.strip()[:200]}")
+        if spec == "int4" and block == "32" and rc == 0:
+            split_int4 = [r["text"] for r in json.loads(out)["results"]]
+    # The merged decoder's If branches are quantized too: the same captions as the split files.
+    rc, out, err = caption(a.mminfer, merged, images, "--precision", "text=int4")
+    check(rc == 0 and [r["text"] for r in json.loads(out)["results"]] == split_int4,
+          f"a merged decoder quantized at load gives the split decoders' captions {err.strip()[:200]}")
     p = subprocess.run([a.mminfer, "caption", "--pipeline", a.model, images[0], "--precision", "vision=int4"],
                        capture_output=True, text=True)
     check(p.returncode != 0 and "only text=int4|int8|fp32" in p.stderr, f"--precision vision=int4 refused: {p.stderr.strip()[:200]}")
