@@ -71,6 +71,12 @@ LLAMA_CONFIGS = {
     "llama-79m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=12, num_attention_heads=9,
                       num_key_value_heads=3, merges=1000, init_gain=3.0, vocab_size=32000, tie_word_embeddings=False,
                       max_position_embeddings=2048),
+    # ~0.49B parameters (1.95 GB of FP32 weights) for memory-bound decode and the INT4 memory
+    # figure (bench/int4_memory.py): not made by the tests. Its weights go to model.onnx.data and
+    # it has no torch references (a greedy run at this size takes minutes).
+    "llama-0.5b": dict(hidden_size=1024, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=16,
+                       num_key_value_heads=4, merges=1000, init_gain=3.0, vocab_size=32000, tie_word_embeddings=False,
+                       max_position_embeddings=2048, bench_only=True),
 }
 WHISPER_CONFIGS = {
     "whisper-tiny-test": dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
@@ -158,9 +164,19 @@ def llama_greedy(model, cfg, input_ids, attention_mask, new_tokens):
     return torch.cat(tokens, dim=1).numpy(), torch.stack(step_logits).numpy()
 
 
+def external_weights(path):
+    """Moves the file's initializers to PATH.data (as Optimum stores large models), so a loader
+    can read them one at a time."""
+    import onnx
+    m = onnx.load(path)
+    onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=os.path.basename(path) + ".data", size_threshold=1024)
+
+
 def make_llama(out, name, new_tokens):
     spec = dict(LLAMA_CONFIGS[name])
     gain = spec.pop("init_gain")
+    bench_only = spec.pop("bench_only", False)
     vocab, merges, specials, special_ids = make_tokenizer(spec.pop("merges"), LLAMA_SPECIALS, spec.pop("vocab_size", None))
     eos = special_ids["<|endoftext|>"]
     cfg = dict(spec, vocab_size=len(vocab) + len(specials), rms_norm_eps=1e-5, rope_theta=10000.0)
@@ -196,6 +212,12 @@ def make_llama(out, name, new_tokens):
     torch.onnx.export(model, args, os.path.join(out, "model.onnx"), opset_version=OPSET,
                       input_names=["input_ids", "attention_mask", "position_ids", *past_names],
                       output_names=["logits", *present_names], dynamic_axes=axes, do_constant_folding=True)
+    if bench_only:
+        del model
+        external_weights(os.path.join(out, "model.onnx"))
+        os.makedirs(os.path.join(out, "reference"), exist_ok=True)
+        return {"kind": "decoder-only", "layout": "model.onnx + model.onnx.data", "num_layers": n, "kv_heads": kv,
+                "head_dim": hd, "new_tokens": new_tokens, "cases": []}
 
     cases = []
     encoded = [gt.encode(t, vocab, merges) for t in LLAMA_PROMPTS]

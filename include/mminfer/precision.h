@@ -34,6 +34,12 @@ struct PrecisionPolicy {
   bool keep_edges_fp32 = true;
   // Quantize INT8 activations as one tensor (ONNX Runtime's choice) instead of row by row.
   bool int8_per_tensor = false;
+  // Weight-only quantization of a generative pipeline's language decoder as it loads: 0 (off), 4
+  // or 8 bits. Its constant MatMul weights become MatMulNBits (blocks of decoder_weight_block
+  // values along K, a scale and zero point each), except nodes keep_fp32 matches. Only the
+  // decoders the generation pipelines load read these; other sessions ignore them.
+  int decoder_weight_bits = 0;
+  int decoder_weight_block = 32;
 
   Precision of(Modality m) const { return by_modality[static_cast<int>(m)]; }
   bool any_int8() const;

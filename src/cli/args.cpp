@@ -120,6 +120,51 @@ PrecisionPolicy precision_flags(const Args& args) {
   return p;
 }
 
+const char* const kDecoderPrecisionUsage =
+    "  --precision text=int4|int8 [--block-size 32..128] [--keep-fp32 REGEX]: the decoder's MatMul weights\n"
+    "  quantized as it loads (MatMulNBits: 4 or 8 bits in blocks along K with a scale and zero point each;\n"
+    "  the float copy is not kept); --keep-fp32 lm_head keeps the output projection FP32\n";
+
+std::set<std::string> with_decoder_precision_flags(std::set<std::string> flags) {
+  flags.insert({"--precision", "--block-size", "--keep-fp32"});
+  return flags;
+}
+
+PrecisionPolicy decoder_precision_flags(const Args& args) {
+  PrecisionPolicy p;
+  for (const std::string& spec : args.all("--precision")) {
+    size_t start = 0;
+    while (start <= spec.size()) {
+      size_t comma = spec.find(',', start);
+      std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      size_t eq = item.find('=');
+      std::string modality = eq == std::string::npos ? "text" : item.substr(0, eq);
+      std::string word = eq == std::string::npos ? item : item.substr(eq + 1);
+      if (modality != "text")
+        throw Error("--precision: only text=int4|int8|fp32 (the decoder's weights) applies to generative folders, got '" + item + "'");
+      if (word == "int4") p.decoder_weight_bits = 4;
+      else if (word == "int8") p.decoder_weight_bits = 8;
+      else if (word == "fp32") p.decoder_weight_bits = 0;
+      else throw Error("--precision: unknown decoder precision '" + word + "' (use int4, int8 or fp32)");
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (args.has("--block-size")) {
+    int b = args.get_int("--block-size", 32);
+    if (b != 16 && b != 32 && b != 64 && b != 128 && b != 256)
+      throw Error("--block-size must be 16, 32, 64, 128 or 256, got " + std::to_string(b));
+    if (p.decoder_weight_bits == 0) throw Error("--block-size needs --precision text=int4 or text=int8");
+    p.decoder_weight_block = b;
+  }
+  if (args.has("--keep-fp32")) {
+    if (p.decoder_weight_bits == 0) throw Error("--keep-fp32 needs --precision text=int4 or text=int8");
+    Status s = set_keep_fp32(args.get("--keep-fp32"), &p);
+    if (!s) throw Error(s.message());
+  }
+  return p;
+}
+
 std::vector<std::string> outputs_flag(const Args& args) {
   std::vector<std::string> names;
   if (!args.has("--outputs")) return names;

@@ -65,6 +65,15 @@ PrecisionPolicy precision_flags(const Args& args);
 // kPrecisionFlags added to a command's own value flags.
 std::set<std::string> with_precision_flags(std::set<std::string> flags);
 
+// The precision flags of the generative commands (generate, transcribe, caption, chat, bench
+// --pipeline): the decoder's weights quantized as it loads (PrecisionPolicy::decoder_weight_bits).
+//   --precision text=int4|int8|fp32 (or the word alone)   4- or 8-bit weights in blocks, or FP32
+//   --block-size N                                          values per block along K (default 32)
+//   --keep-fp32 REGEX                                       MatMuls (node or weight names) kept FP32
+extern const char* const kDecoderPrecisionUsage;
+std::set<std::string> with_decoder_precision_flags(std::set<std::string> flags);
+PrecisionPolicy decoder_precision_flags(const Args& args);
+
 // Splits "NAME=VALUE" at the last '=' (names may contain '=' rarely; paths rarely do).
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& flag);
 

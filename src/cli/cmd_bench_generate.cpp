@@ -15,7 +15,9 @@
 namespace mminfer::cli {
 
 int cmd_bench_generate(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--prompt-tokens", "--new-tokens", "--runs", "--kv-cache", "--threads"}, {"--help", "--json"});
+  Args args(argc, argv, 2,
+            with_decoder_precision_flags({"--pipeline", "--prompt-tokens", "--new-tokens", "--runs", "--kv-cache", "--threads"}),
+            {"--help", "--json"});
   if (args.has("--help") || !args.positional().empty()) {
     std::fputs(
         "usage: mminfer bench --pipeline DIR [--prompt-tokens 32] [--new-tokens 64] [--runs 5] [--kv-cache fp32|fp16|int8]\n"
@@ -24,10 +26,12 @@ int cmd_bench_generate(int argc, char** argv) {
         "  prefilled, then --new-tokens are decoded greedily (end tokens ignored), --runs times after a\n"
         "  warm-up; prints the median prefill ms and decode ms per token, and the KV cache's bytes\n",
         args.usage_stream());
+    std::fputs(kDecoderPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = threads_flag(args);
+  session.precision = decoder_precision_flags(args);
   const int prompt_tokens = args.get_int("--prompt-tokens", 32), new_tokens = args.get_int("--new-tokens", 64);
   const int runs = args.get_int("--runs", 5);
   if (prompt_tokens < 1 || new_tokens < 2 || runs < 1)

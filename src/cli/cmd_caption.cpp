@@ -13,7 +13,9 @@
 namespace mminfer::cli {
 
 int cmd_caption(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads", "--feature-cache-mb"}, {"--help", "--json", "--jsonl"});
+  Args args(argc, argv, 2,
+            with_decoder_precision_flags({"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads", "--feature-cache-mb"}),
+            {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16|int8]\n"
@@ -26,10 +28,12 @@ int cmd_caption(int argc, char** argv) {
         "  \"decode_ms_per_token\"} (encoder_runs: the images that went through the encoder)\n"
         "  a bad image prints one error line and the others still run (exit status 1)\n",
         args.usage_stream());
+    std::fputs(kDecoderPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = threads_flag(args);
+  session.precision = decoder_precision_flags(args);
   pipelines::CaptionOptions options;
   options.max_new_tokens = max_new_tokens_flag(args);
   options.beams = beams_flag(args, "--beam", 16);

@@ -16,7 +16,8 @@
 namespace mminfer::cli {
 
 int cmd_chat(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--image", "--max-new-tokens", "--kv-cache", "--threads", "--feature-cache-mb"},
+  Args args(argc, argv, 2,
+            with_decoder_precision_flags({"--pipeline", "--image", "--max-new-tokens", "--kv-cache", "--threads", "--feature-cache-mb"}),
             {"--help", "--json"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
@@ -31,11 +32,13 @@ int cmd_chat(int argc, char** argv) {
         "  \"prefill_ms\", \"decode_ms_per_token\"} (chat_template: the file it came from, null when none;\n"
         "  encoder_runs: the images encoded so far)\n",
         args.usage_stream());
+    std::fputs(kDecoderPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = threads_flag(args);
   const size_t feature_bytes = feature_cache_flag(args);
+  session.precision = decoder_precision_flags(args);
   std::optional<image::Image> img;
   if (args.has("--image")) img = image::decode_image(read_input_file(args.get("--image")));
   pipelines::VisionLanguage model(args.get("--pipeline"), session, kv_cache_flag(args));

@@ -56,15 +56,18 @@ std::vector<generate::TokenId> parse_ids(const std::string& text) {
 
 int cmd_generate(int argc, char** argv) {
   Args args(argc, argv, 2,
-            {"--pipeline", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty",
-             "--stop", "--prompt-ids", "--threads", "--num-beams", "--kv-cache"},
+            with_decoder_precision_flags({"--pipeline", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed",
+                                          "--repetition-penalty", "--stop", "--prompt-ids", "--threads", "--num-beams",
+                                          "--kv-cache"}),
             {"--help", "--json", "--jsonl", "--profile", "--chat"});
   if (args.has("--help") || !args.has("--pipeline") || (args.positional().empty() && !args.has("--prompt-ids"))) {
     std::fputs(kUsage, args.usage_stream());
+    std::fputs(kDecoderPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = threads_flag(args);
+  session.precision = decoder_precision_flags(args);
   session.profile = args.has("--profile");
   pipelines::TextGenerator generator(args.get("--pipeline"), session, kv_cache_flag(args));
 

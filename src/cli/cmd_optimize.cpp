@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "cli/args.h"
+#include "cli/awq_calibration.h"
 #include "cli/commands.h"
 #include "cli/calibration.h"
 #include "cli/json_output.h"
@@ -16,8 +17,10 @@
 #include "cli/tensor_inputs.h"
 #include "onnx/dynamic_int8_writer.h"
 #include "onnx/fp16_weights_writer.h"
+#include "onnx/awq_scaling.h"
 #include "onnx/loader.h"
 #include "onnx/nbits_weights_writer.h"
+#include "onnx/proto_edit.h"
 #include "onnx/qdq_writer.h"
 #include "passes/pass.h"
 
@@ -65,17 +68,46 @@ int write_weight_only(const Args& args, int bits) {
   if (opt.accuracy_level != 0 && opt.accuracy_level != 4)
     throw Error("--accuracy-level must be 0 (FP32 activations) or 4 (int8 activations), got " +
                 std::to_string(opt.accuracy_level));
-  for (const char* f : {"--precision", "--calib", "--min-cosine", "--sensitivity"})
+  for (const char* f : {"--precision", "--min-cosine", "--sensitivity", "--calib-method", "--calib-preprocess"})
     if (args.has(f)) throw Error(std::string(f) + " does not apply to --quantize int4|int8w (weight-only, every MatMul)");
+  if (args.has("--calib") && args.has("--calib-prompts")) throw Error("give --calib-prompts FILE or --calib DIR (images), not both");
+  if (args.has("--calib-pipeline") && !args.has("--calib-prompts") && !args.has("--calib"))
+    throw Error("--calib-pipeline with --quantize int4|int8w needs --calib-prompts FILE or --calib DIR");
   const std::string in = args.positional()[0], out = args.get("-o", args.get("--output"));
+  const std::string keep = args.get("--keep-fp32");
   onnx::ModelProto model = read_model(in);
   std::string base_dir = std::filesystem::path(in).parent_path().string();
-  int count = onnx_io::write_nbits_weights(model, opt, base_dir.empty() ? "." : base_dir);
+  if (base_dir.empty()) base_dir = ".";
+  std::vector<onnx_io::AwqChoice> awq;
+  if (args.has("--calib-prompts") || args.has("--calib")) {
+    int limit = args.get_int("--calib-limit", 64);
+    if (limit < 1) throw Error("--calib-limit must be at least 1");
+    std::vector<std::string> inputs = args.has("--calib") ? image_files(args.get("--calib"), static_cast<size_t>(limit))
+                                                          : read_prompts(args.get("--calib-prompts"), static_cast<size_t>(limit));
+    auto stats = observe_activations(in, args.get("--calib-pipeline", base_dir), inputs,
+                                     onnx_io::awq_activations(model, opt, keep), threads_flag(args));
+    awq = onnx_io::apply_awq_scaling(model, stats, opt, base_dir, keep);
+  }
+  int count = onnx_io::write_nbits_weights(model, opt, base_dir, keep);
+  onnx_io::inline_external_data(model, base_dir);  // what stayed float (embeddings) goes into OUT
   std::ofstream f(out, std::ios::binary);
   if (!f || !model.SerializeToOstream(&f)) throw Error("cannot write " + out);
   std::printf("%s: %d MatMuls as MatMulNBits (%d bits, block %lld, %s, accuracy_level %lld)\n", out.c_str(), count,
               bits, static_cast<long long>(opt.block_size), opt.symmetric ? "symmetric" : "zero points",
               static_cast<long long>(opt.accuracy_level));
+  if (!awq.empty()) {
+    double plain = 0, scaled = 0;
+    int moved = 0;
+    for (const auto& c : awq) plain += c.error_plain, scaled += c.error, moved += c.alpha > 0;
+    std::printf("  activation-aware scales on %d of %zu activations; output error of the quantized MatMuls %.4g -> %.4g "
+                "(mean squared, summed over activations)\n",
+                moved, awq.size(), plain, scaled);
+    if (!args.has("--quiet"))
+      for (const auto& c : awq)
+        std::fprintf(stderr, "  %s (%d MatMul%s): alpha %.1f, error %.4g -> %.4g%s%s\n", c.activation.c_str(), c.matmuls,
+                     c.matmuls > 1 ? "s" : "", c.alpha, c.error_plain, c.error, c.folded_into.empty() ? "" : ", 1/s into ",
+                     c.folded_into.c_str());
+  }
   return 0;
 }
 
@@ -85,7 +117,7 @@ int cmd_optimize(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_precision_flags({"-o", "--output", "--quantize", "--input", "--shape", "--int-range", "--min-cosine", "--report",
                                   "--threads", "--calib", "--calib-method", "--percentile", "--calib-preprocess",
-                                  "--calib-limit", "--calib-pipeline", "--block-size", "--accuracy-level"}),
+                                  "--calib-limit", "--calib-pipeline", "--block-size", "--accuracy-level", "--calib-prompts"}),
             {"--help", "--sensitivity", "--json", "--progress", "--no-progress", "--quiet", "--symmetric"});
   if (args.has("--help") || args.positional().size() != 1 || !(args.has("-o") || args.has("--output"))) {
     std::fputs(
@@ -111,9 +143,16 @@ int cmd_optimize(int argc, char** argv) {
         "  --quantize int4|int8w [--block-size 32] [--symmetric] [--accuracy-level 4]: weight-only instead;\n"
         "  every MatMul with a constant FP32 [K, N] weight becomes com.microsoft MatMulNBits (ONNX Runtime's\n"
         "  form: 4 or 8 bits in blocks of --block-size along K, a scale and, unless --symmetric, a zero\n"
-        "  point per block); no policy and no accuracy check (activation-aware scaling is not done yet).\n"
-        "  --accuracy-level 4 (the default) lets runtimes quantize activations to int8 per block, as ONNX\n"
-        "  Runtime's and mminfer's fast CPU kernels do; 0 keeps FP32 activations (slower).\n"
+        "  point per block); no policy and no accuracy check. --accuracy-level 4 (the default) lets\n"
+        "  runtimes quantize activations to int8 per block, as ONNX Runtime's and mminfer's fast CPU\n"
+        "  kernels do; 0 keeps FP32 activations (slower). --calib-prompts FILE (a prompt a line, at most\n"
+        "  --calib-limit) scales\n"
+        "  them activation-aware first (AWQ-style): the text-generation folder holding IN (or --calib-pipeline\n"
+        "  DIR) generates a few tokens per prompt (an image-to-text folder captions the images of --calib DIR\n"
+        "  instead), each MatMul input's mean |x| per channel is recorded, and\n"
+        "  per input s = mean|x|^alpha (alpha from 0 to 1 in steps of 0.1, the least output error on those\n"
+        "  rows) scales W's rows while 1/s folds into the norm, Mul or MatMul before it (else a Mul);\n"
+        "  --keep-fp32 REGEX leaves matching MatMuls (node or weight names) FP32.\n"
         "  Models with symbolic input shapes need no --shape: the weights are quantized without shapes (as\n"
         "  ONNX Runtime's quantizer does), calibration takes its shapes from the calibration inputs, and\n"
         "  the accuracy check runs on the --input/--shape inputs or the first calibration samples; with\n"

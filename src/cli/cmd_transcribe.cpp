@@ -14,8 +14,9 @@
 namespace mminfer::cli {
 
 int cmd_transcribe(int argc, char** argv) {
-  Args args(argc, argv, 2, {"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--kv-cache", "--threads",
-             "--feature-cache-mb"},
+  Args args(argc, argv, 2,
+            with_decoder_precision_flags({"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--kv-cache", "--threads",
+                                          "--feature-cache-mb"}),
             {"--help", "--json", "--jsonl", "--timestamps"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
@@ -35,11 +36,13 @@ int cmd_transcribe(int argc, char** argv) {
         "  start; --json adds \"segments\": [{\"start\", \"end\", \"text\", \"tokens\"}] (seconds)\n"
         "  a bad file prints one error line and the others still run (exit status 1)\n",
         args.usage_stream());
+    std::fputs(kDecoderPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
   SessionOptions session;
   session.threads = threads_flag(args);
   const size_t feature_bytes = feature_cache_flag(args);
+  session.precision = decoder_precision_flags(args);
   pipelines::SpeechToText model(args.get("--pipeline"), session, kv_cache_flag(args));
   model.features().set_cache_bytes(feature_bytes);
   pipelines::TranscribeOptions options;

@@ -272,7 +272,8 @@ bool window_attributes_sane(const onnx::GraphProto& g, std::string* why) {
 }
 
 // `release`, when given, is the caller's copy of the bytes: freed once parsed.
-LoadedModel load_model_unchecked(const std::string& bytes, const std::string& base_dir, std::string* release = nullptr) {
+LoadedModel load_model_unchecked(const std::string& bytes, const std::string& base_dir, std::string* release = nullptr,
+                                 const ProtoRewrite& rewrite = {}) {
   if (bytes.empty()) throw Error("model file is empty");
   if (bytes.size() > kMaxModelBytes) throw Error("model file is larger than 2 GiB; store weights as external data");
   onnx::ModelProto model;
@@ -281,6 +282,7 @@ LoadedModel load_model_unchecked(const std::string& bytes, const std::string& ba
   if (release) std::string().swap(*release);
   if (!model.has_graph()) throw Error("model has no graph");
   if (model.graph().node_size() == 0 && model.graph().output_size() == 0) throw Error("model graph is empty");
+  if (rewrite) rewrite(model, base_dir);
 
   std::map<std::string, int> opsets;
   for (const auto& op : model.opset_import()) {
@@ -338,7 +340,9 @@ LoadedModel load_model(const std::string& bytes, const std::string& base_dir) {
   }
 }
 
-LoadedModel load_model_file(const std::string& path) {
+LoadedModel load_model_file(const std::string& path) { return load_model_file(path, ProtoRewrite{}); }
+
+LoadedModel load_model_file(const std::string& path, const ProtoRewrite& rewrite) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error("model path " + path + " is a folder, not an .onnx file");
   if (!std::filesystem::is_regular_file(path, ec)) throw Error("model file not found: " + path);
@@ -353,7 +357,7 @@ LoadedModel load_model_file(const std::string& path) {
     throw Error("cannot read model file " + path);
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   try {
-    return load_model_unchecked(bytes, dir.empty() ? std::string(".") : dir.string(), &bytes);
+    return load_model_unchecked(bytes, dir.empty() ? std::string(".") : dir.string(), &bytes, rewrite);
   } catch (const Error& e) {
     throw Error(one_line(e.what()));  // names from the file may hold any bytes
   }

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <regex>
+#include <set>
 #include <vector>
 
 #include "mminfer/status.h"
@@ -80,56 +83,99 @@ NBitsWeight quantize_nbits(const float* w, int64_t K, int64_t N, const NBitsOpti
   return out;
 }
 
-int write_nbits_weights(onnx::ModelProto& model, const NBitsOptions& opt, const std::string& base_dir) {
-  check_options(opt);
-  onnx::GraphProto* g = model.mutable_graph();
-  auto inits = initializers(*g);
-  NameSet names(*g);
-  // weight -> its B, scales and zero points (empty: stays float); a shared weight is quantized once
-  std::map<std::string, std::vector<std::string>> written;
-  std::vector<onnx::NodeProto> nodes;
-  std::vector<onnx::TensorProto> new_inits;
-  int count = 0;
-  for (const auto& node : g->node()) {
-    const onnx::TensorProto* w = node.op_type() == "MatMul" && is_default_domain(node.domain()) && node.input_size() == 2 &&
-                                         node.output_size() == 1
-                                     ? float_initializer(inits, node.input(1), 2)
-                                     : nullptr;
-    const int64_t K = w ? w->dims(0) : 0, N = w ? w->dims(1) : 0;
-    if (w && !written.count(w->name()) && K >= opt.block_size && N > 0) {
-      Tensor wf = tensor_from_proto(*w, base_dir);
-      if (all_finite(wf)) {
-        NBitsWeight q = quantize_nbits(wf.data<float>(), K, N, opt);
-        std::vector<std::string> ins = {names.fresh(w->name() + "_Q" + std::to_string(opt.bits)),
-                                        names.fresh(w->name() + "_scales")};
-        add_initializer(new_inits, q.b, ins[0]);
-        add_initializer(new_inits, q.scales, ins[1]);
-        if (q.zero_points.defined()) {
-          ins.push_back(names.fresh(w->name() + "_zero_points"));
-          add_initializer(new_inits, q.zero_points, ins[2]);
-        }
-        written[w->name()] = ins;
-      } else {
-        written[w->name()] = {};  // stays float
+namespace {
+
+// One rewrite over the main graph and its subgraphs; quantized weights are shared by name.
+class NBitsRewrite {
+ public:
+  NBitsRewrite(onnx::GraphProto* main, const NBitsOptions& opt, const std::string& base_dir, const std::string& keep_float)
+      : opt_(opt), base_dir_(base_dir), inits_(initializers(*main)), names_(*main) {
+    if (!keep_float.empty()) {
+      try {
+        keep_.emplace(keep_float, std::regex::ECMAScript);
+      } catch (const std::regex_error&) {
+        throw Error("MatMulNBits weights: '" + keep_float + "' is not a valid regex");
       }
     }
-    if (!w || !written.count(w->name()) || written[w->name()].empty()) {
-      nodes.push_back(node);
-      continue;
+  }
+
+  // Rewrites g's MatMuls in place, then those of every subgraph below them.
+  void graph(onnx::GraphProto* g, bool is_main) {
+    std::set<std::string> own;  // a subgraph's own initializers hide the main graph's
+    if (!is_main)
+      for (const auto& t : g->initializer()) own.insert(t.name());
+    for (onnx::NodeProto& node : *g->mutable_node()) {
+      if (!own.count(node.input_size() > 1 ? node.input(1) : "")) rewrite(&node);
+      for (auto& a : *node.mutable_attribute()) {
+        if (a.has_g()) graph(a.mutable_g(), false);
+        for (auto& sub : *a.mutable_graphs()) graph(&sub, false);
+      }
     }
-    std::vector<std::string> ins = {node.input(0)};
-    for (const std::string& s : written[w->name()]) ins.push_back(s);
-    onnx::NodeProto n = make_node("MatMulNBits", ins, {node.output(0)}, node.name().empty() ? names.fresh("MatMulNBits") : node.name());
+  }
+
+  int count() const { return count_; }
+  std::vector<onnx::TensorProto> take_initializers() { return std::move(new_inits_); }
+
+ private:
+  void rewrite(onnx::NodeProto* node) {
+    const onnx::TensorProto* w = node->op_type() == "MatMul" && is_default_domain(node->domain()) &&
+                                         node->input_size() == 2 && node->output_size() == 1
+                                     ? float_initializer(inits_, node->input(1), 2)
+                                     : nullptr;
+    if (!w) return;
+    if (keep_ && (std::regex_search(node->name(), *keep_) || std::regex_search(w->name(), *keep_))) return;
+    const int64_t K = w->dims(0), N = w->dims(1);
+    if (K < opt_.block_size || N <= 0) return;
+    if (!written_.count(w->name())) written_[w->name()] = quantize(*w, K, N);
+    const std::vector<std::string>& q = written_[w->name()];
+    if (q.empty()) return;  // stays float
+    std::vector<std::string> ins = {node->input(0)};
+    ins.insert(ins.end(), q.begin(), q.end());
+    onnx::NodeProto n = make_node("MatMulNBits", ins, {node->output(0)}, node->name().empty() ? names_.fresh("MatMulNBits") : node->name());
     n.set_domain(kMicrosoft);
     set_int_attribute(&n, "K", K);
     set_int_attribute(&n, "N", N);
-    set_int_attribute(&n, "bits", opt.bits);
-    set_int_attribute(&n, "block_size", opt.block_size);
-    if (opt.accuracy_level != 0) set_int_attribute(&n, "accuracy_level", opt.accuracy_level);
-    nodes.push_back(std::move(n));
-    ++count;
+    set_int_attribute(&n, "bits", opt_.bits);
+    set_int_attribute(&n, "block_size", opt_.block_size);
+    if (opt_.accuracy_level != 0) set_int_attribute(&n, "accuracy_level", opt_.accuracy_level);
+    *node = std::move(n);
+    ++count_;
   }
-  if (count > 0) {
+
+  // The names of w's B, scales and zero points; empty when w holds non-finite values.
+  std::vector<std::string> quantize(const onnx::TensorProto& w, int64_t K, int64_t N) {
+    Tensor wf = tensor_from_proto(w, base_dir_);
+    if (!all_finite(wf)) return {};
+    NBitsWeight q = quantize_nbits(wf.data<float>(), K, N, opt_);
+    std::vector<std::string> ins = {names_.fresh(w.name() + "_Q" + std::to_string(opt_.bits)), names_.fresh(w.name() + "_scales")};
+    add_initializer(new_inits_, q.b, ins[0]);
+    add_initializer(new_inits_, q.scales, ins[1]);
+    if (q.zero_points.defined()) {
+      ins.push_back(names_.fresh(w.name() + "_zero_points"));
+      add_initializer(new_inits_, q.zero_points, ins[2]);
+    }
+    return ins;
+  }
+
+  const NBitsOptions& opt_;
+  const std::string& base_dir_;
+  std::map<std::string, const onnx::TensorProto*> inits_;
+  NameSet names_;
+  std::optional<std::regex> keep_;
+  std::map<std::string, std::vector<std::string>> written_;  // weight -> its quantized inputs
+  std::vector<onnx::TensorProto> new_inits_;
+  int count_ = 0;
+};
+
+}  // namespace
+
+int write_nbits_weights(onnx::ModelProto& model, const NBitsOptions& opt, const std::string& base_dir,
+                        const std::string& keep_float) {
+  check_options(opt);
+  onnx::GraphProto* g = model.mutable_graph();
+  NBitsRewrite rewrite(g, opt, base_dir, keep_float);
+  rewrite.graph(g, true);
+  if (rewrite.count() > 0) {
     bool imported = false;
     for (const auto& op : model.opset_import()) imported = imported || op.domain() == kMicrosoft;
     if (!imported) {
@@ -138,8 +184,9 @@ int write_nbits_weights(onnx::ModelProto& model, const NBitsOptions& opt, const 
       op->set_version(1);
     }
   }
-  replace_nodes(g, std::move(nodes), std::move(new_inits));
-  return count;
+  for (auto& t : rewrite.take_initializers()) *g->add_initializer() = std::move(t);
+  drop_unused_initializers(g);
+  return rewrite.count();
 }
 
 }  // namespace mminfer::onnx_io

@@ -31,8 +31,14 @@ struct NBitsWeight {
 NBitsWeight quantize_nbits(const float* w, int64_t K, int64_t N, const NBitsOptions& opt);
 
 // Rewrites every default-domain MatMul whose B is a float32 [K, N] initializer with finite values
-// (K at least block_size) and imports com.microsoft. Returns how many MatMuls changed; throws
-// Error on options outside the ranges above.
-int write_nbits_weights(onnx::ModelProto& model, const NBitsOptions& opt, const std::string& base_dir);
+// (K at least block_size), in subgraphs too (a merged decoder's If branches; the quantized
+// weights join the main graph, where both branches see them), and imports com.microsoft.
+// `keep_float`: an ECMAScript regex searched in each MatMul's node name and weight name; matches
+// stay float ("lm_head" keeps a language model's output projection); empty: none.
+// Returns how many MatMuls changed; throws Error on options outside the ranges above or a
+// keep_float that is not a valid regex. External weights are read one at a time, so the float
+// copies never all stand in memory at once (mminfer quantizes decoders this way as it loads).
+int write_nbits_weights(onnx::ModelProto& model, const NBitsOptions& opt, const std::string& base_dir,
+                        const std::string& keep_float = "");
 
 }  // namespace mminfer::onnx_io

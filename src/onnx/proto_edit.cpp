@@ -1,9 +1,9 @@
 #include "onnx/proto_edit.h"
 
-#include "onnx/tensor_proto.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "onnx/tensor_proto.h"
 
 namespace mminfer::onnx_io {
 
@@ -109,10 +109,39 @@ std::pair<Tensor, Tensor> symmetric_int8(const Tensor& w, int64_t axis) {
   return {q, scale};
 }
 
+namespace {
+
+// The inputs of g's nodes and of every subgraph below them (If branches read the outer scope).
+void collect_inputs(const onnx::GraphProto& g, std::set<std::string>* used) {
+  for (const auto& n : g.node()) {
+    for (const auto& s : n.input()) used->insert(s);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_inputs(a.g(), used);
+      for (const auto& sub : a.graphs()) collect_inputs(sub, used);
+    }
+  }
+}
+
+}  // namespace
+
+int inline_external_data(onnx::ModelProto& model, const std::string& base_dir) {
+  int moved = 0;
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    std::string name = t.name();
+    Tensor v = tensor_from_proto(t, base_dir);
+    onnx::TensorProto inlined;
+    tensor_to_proto(v, &inlined);
+    inlined.set_name(name);
+    t = std::move(inlined);
+    ++moved;
+  }
+  return moved;
+}
+
 void drop_unused_initializers(onnx::GraphProto* g) {
   std::set<std::string> used;
-  for (const auto& n : g->node())
-    for (const auto& s : n.input()) used.insert(s);
+  collect_inputs(*g, &used);
   for (const auto& o : g->output()) used.insert(o.name());
   auto* nodes = g->mutable_node();
   nodes->erase(std::remove_if(nodes->begin(), nodes->end(),

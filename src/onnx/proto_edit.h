@@ -42,6 +42,11 @@ void add_initializer(std::vector<onnx::TensorProto>& out, const Tensor& t, const
 onnx::NodeProto make_cast_to_float(const std::string& in, const std::string& out, const std::string& name);
 void set_int_attribute(onnx::NodeProto* n, const std::string& name, int64_t value);
 
+// Reads the main graph's initializers stored as external data (relative to base_dir) into the
+// file itself, so a rewritten model written elsewhere needs no .data file beside it. Returns how
+// many moved.
+int inline_external_data(onnx::ModelProto& model, const std::string& base_dir);
+
 // Drops initializers (and their graph-input entries, which older files have) and Constant nodes
 // that nothing reads.
 void drop_unused_initializers(onnx::GraphProto* g);

@@ -26,7 +26,7 @@ Tensor int_tensor(DType dtype, Shape shape, const std::vector<int64_t>& values) 
 
 CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& options, DType cache_dtype)
     : cache_dtype_(cache_dtype) {
-  onnx_io::LoadedModel model = onnx_io::load_model_file(path);
+  onnx_io::LoadedModel model = load_decoder_model(path, options.precision);
   passes::fix_branch_input(model.graph, "use_cache_branch", true);  // a merged decoder's with-past half
   std::string why;
   auto binding = passes::bind_kv_cache(model.graph, &why, cache_dtype);
@@ -45,7 +45,7 @@ CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& opti
   }
   int mask = model.graph.find_value("attention_mask");
   rows_share_length_ = !binding_.shape_feeds.empty() || (mask >= 0 && model.graph.values[mask].is_graph_input);
-  session_ = session_from_model(std::move(model), options);
+  session_ = session_from_model(std::move(model), options, path);
 }
 
 KvCache CachedDecoder::make_cache(int64_t rows, int64_t capacity) const {

@@ -13,6 +13,7 @@
 #include "core/parallel.h"
 #include "kernels/cpu/gemm/bf16_gemm.h"
 #include "onnx/loader.h"
+#include "onnx/nbits_weights_writer.h"
 #include "passes/fix_branch_input.h"
 #include "passes/pass.h"
 #include "runtime/node_kernel.h"
@@ -294,14 +295,25 @@ Status load_bytes_checked(const std::string& bytes, const std::string& base_dir,
 
 }  // namespace
 
-std::unique_ptr<Session> runtime::session_from_model(onnx_io::LoadedModel model, const SessionOptions& options) {
-  return std::make_unique<SessionImpl>(std::move(model), options, "");
+std::unique_ptr<Session> runtime::session_from_model(onnx_io::LoadedModel model, const SessionOptions& options,
+                                                     const std::string& path) {
+  return std::make_unique<SessionImpl>(std::move(model), options, path);
+}
+
+onnx_io::LoadedModel runtime::load_decoder_model(const std::string& path, const PrecisionPolicy& precision) {
+  if (precision.decoder_weight_bits == 0) return onnx_io::load_model_file(path);
+  onnx_io::NBitsOptions opt;
+  opt.bits = precision.decoder_weight_bits;
+  opt.block_size = precision.decoder_weight_block;
+  return onnx_io::load_model_file(path, [&](onnx::ModelProto& model, const std::string& base_dir) {
+    onnx_io::write_nbits_weights(model, opt, base_dir, precision.keep_fp32);
+  });
 }
 
 std::unique_ptr<Session> runtime::load_session_fixing_branch(const std::string& path, const SessionOptions& options,
                                                              const std::string& branch_input, bool value) {
   try {
-    onnx_io::LoadedModel model = onnx_io::load_model_file(path);
+    onnx_io::LoadedModel model = load_decoder_model(path, options.precision);
     passes::fix_branch_input(model.graph, branch_input, value);
     return std::make_unique<SessionImpl>(std::move(model), options, path);
   } catch (const Error& e) {

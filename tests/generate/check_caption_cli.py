@@ -3,7 +3,9 @@
 PNGs decoded and preprocessed in C++, encoded and decoded as one batch with the runtime-owned
 cache. Greedy captions must equal torch's for every image, also with an int8 KV cache; beam
 search, a float16 KV cache and decoders quantized by `mminfer optimize --quantize int4` / `int8w`
-must stay within 1 point of FP32's exact-match accuracy (figures printed). A repeated image goes
+must stay within 1 point of FP32's exact-match accuracy (figures printed), and so must decoders
+quantized as they load (`--precision text=int4|int8 --block-size 32|128`) and INT4 files scaled
+activation-aware (`optimize --calib` on 32 scenes drawn with another seed). A repeated image goes
 through the encoder once (encoder_runs) and gets the caption it gets alone. Bad images get one
 line each and the rest still run.
 
@@ -85,6 +87,45 @@ def main():
         acc = accuracy(json.loads(out)["results"], truth) if rc == 0 else 0
         print(f"{q} decoder weights: exact match {acc:.4f}")
         check(rc == 0 and acc >= fp32 - 0.01, f"{q} decoder within 1 point of FP32")
+
+    # Quantized as the decoder loads (--precision text=...): the same writer, no file.
+    split_int4 = None
+    for spec, block in (("int4", "32"), ("int4", "128"), ("int8", "128")):
+        rc, out, err = caption(a.mminfer, a.model, images, "--precision", f"text={spec}", "--block-size", block)
+        acc = accuracy(json.loads(out)["results"], truth) if rc == 0 else 0
+        print(f"--precision text={spec} --block-size {block}: exact match {acc:.4f}")
+        check(rc == 0 and acc >= fp32 - 0.01, f"text={spec} block {block} at load within 1 point of FP32 {err.strip()[:200]}")
+        if spec == "int4" and block == "32" and rc == 0:
+            split_int4 = [r["text"] for r in json.loads(out)["results"]]
+    # The merged decoder's If branches are quantized too: the same captions as the split files.
+    rc, out, err = caption(a.mminfer, merged, images, "--precision", "text=int4")
+    check(rc == 0 and [r["text"] for r in json.loads(out)["results"]] == split_int4,
+          f"a merged decoder quantized at load gives the split decoders' captions {err.strip()[:200]}")
+    p = subprocess.run([a.mminfer, "caption", "--pipeline", a.model, images[0], "--precision", "vision=int4"],
+                       capture_output=True, text=True)
+    check(p.returncode != 0 and "only text=int4|int8|fp32" in p.stderr, f"--precision vision=int4 refused: {p.stderr.strip()[:200]}")
+
+    # Activation-aware INT4 (AWQ-style), calibrated on scenes that are neither training nor eval ones.
+    calib = os.path.join(a.work, "calib-scenes")
+    shutil.rmtree(calib, ignore_errors=True)
+    os.makedirs(calib)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+    import numpy as np
+    import shape_scenes
+    from PIL import Image
+    for i, im in enumerate(shape_scenes.batch(np.random.default_rng(3), 32)[0]):
+        Image.fromarray(im).save(os.path.join(calib, f"{i:04d}.png"))
+    folder = os.path.join(a.work, "captioner-int4-awq")
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(a.model, folder, ignore=shutil.ignore_patterns("decoder_*.onnx", "eval", "reference"))
+    for f in ("decoder_model.onnx", "decoder_with_past_model.onnx"):
+        p = subprocess.run([a.mminfer, "optimize", os.path.join(a.model, f), "-o", os.path.join(folder, f), "--quantize", "int4",
+                            "--calib", calib, "--calib-pipeline", a.model, "--quiet"], capture_output=True, text=True)
+        check(p.returncode == 0 and "activation-aware scales on" in p.stdout, f"optimize {f} --calib: {p.stderr.strip()[:200]}")
+    rc, out, err = caption(a.mminfer, folder, images)
+    acc = accuracy(json.loads(out)["results"], truth) if rc == 0 else 0
+    print(f"int4 AWQ decoder weights: exact match {acc:.4f}")
+    check(rc == 0 and acc >= fp32 - 0.01, "int4 AWQ decoder within 1 point of FP32")
 
     rc, out, err = caption(a.mminfer, a.model, images, "--kv-cache", "fp16")
     acc = accuracy(json.loads(out)["results"], truth) if rc == 0 else 0
