@@ -67,7 +67,11 @@ def main():
     failures = []
     ref = ort(args.node, fp32, files, os.path.join(args.work, "fp32_ort"))
     results = {}
-    for label, extra in (("plain", []), ("awq", ["--calib-prompts", prompts])):
+    # The AWQ file keeps FP32 activations (accuracy_level 0): at level 4 both runtimes round the
+    # activations to int8, and where their float sums differ in the last bit a code can round the
+    # other way, which moves the logits by up to 1e-2 on some prompts (the plain file checks level 4
+    # on this prompt, where no code flips). The scaling is what is checked here, exactly.
+    for label, extra in (("plain", []), ("awq", ["--calib-prompts", prompts, "--accuracy-level", "0"])):
         out = os.path.join(args.work, f"int4-{label}.onnx")
         try:
             text = run_tool([args.mminfer, "optimize", fp32, "-o", out, "--quantize", "int4", "--quiet", *extra], "optimize")
