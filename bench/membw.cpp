@@ -68,8 +68,9 @@ struct GemvResult {
   double ms, gbps;
 };
 
-// Median time of y = W x for a random [K, N] weight at `bits`, block 32, with zero points.
-GemvResult gemv(int64_t K, int64_t N, int bits, int threads, int runs) {
+// Median time of y = W x for a random [K, N] weight at `bits`, block 32, with zero points; x in
+// FP32 (accuracy_level 0) or rounded to int8 per block (accuracy_level 4, integer dot products).
+GemvResult gemv(int64_t K, int64_t N, int bits, bool int8_activations, int threads, int runs) {
   kernels::NBitsWeights w;
   w.K = K, w.N = N, w.bits = bits, w.block_size = 32;
   std::mt19937 rng(1);
@@ -87,7 +88,10 @@ GemvResult gemv(int64_t K, int64_t N, int bits, int threads, int runs) {
   for (int r = 0; r < runs * copies + 1; ++r) {
     w.packed = packs[static_cast<size_t>(r % copies)].data();
     auto t0 = std::chrono::steady_clock::now();
-    kernels::matmul_nbits_fast(w, x.data(), 1, nullptr, y.data());
+    if (int8_activations)
+      kernels::matmul_nbits_int8(w, x.data(), 1, nullptr, y.data());
+    else
+      kernels::matmul_nbits_fast(w, x.data(), 1, nullptr, y.data());
     if (r > 0) times.push_back(seconds_since(t0));
   }
   double t = median(times);
@@ -106,17 +110,19 @@ int main(int argc, char** argv) {
   bool first = true;
   for (auto [K, N] : {std::pair<int64_t, int64_t>{576, 1536}, {576, 32000}, {1536, 576}})
     for (int bits : {4, 8})
-      for (int threads : {1, 2}) {
-        GemvResult g = gemv(K, N, bits, threads, runs);
-        const double floor = threads == 1 ? bw1 : bw2;
-        std::printf("GEMV K=%lld N=%lld int%d, %d thread%s: %.3f ms, %.1f GB/s (%.0f%% of DRAM read)\n",
-                    static_cast<long long>(K), static_cast<long long>(N), bits, threads, threads == 1 ? "" : "s", g.ms, g.gbps,
-                    100 * g.gbps / floor);
-        json += std::string(first ? "" : ", ") + "{\"K\": " + std::to_string(K) + ", \"N\": " + std::to_string(N) +
-                ", \"bits\": " + std::to_string(bits) + ", \"threads\": " + std::to_string(threads) +
-                ", \"ms\": " + std::to_string(g.ms) + ", \"gbps\": " + std::to_string(g.gbps) + "}";
-        first = false;
-      }
+      for (int level : {0, 4})
+        for (int threads : {1, 2}) {
+          GemvResult g = gemv(K, N, bits, level == 4, threads, runs);
+          const double floor = threads == 1 ? bw1 : bw2;
+          std::printf("GEMV K=%lld N=%lld int%d, accuracy_level %d, %d thread%s: %.3f ms, %.1f GB/s (%.0f%% of DRAM read)\n",
+                      static_cast<long long>(K), static_cast<long long>(N), bits, level, threads, threads == 1 ? "" : "s", g.ms,
+                      g.gbps, 100 * g.gbps / floor);
+          json += std::string(first ? "" : ", ") + "{\"K\": " + std::to_string(K) + ", \"N\": " + std::to_string(N) +
+                  ", \"bits\": " + std::to_string(bits) + ", \"accuracy_level\": " + std::to_string(level) +
+                  ", \"threads\": " + std::to_string(threads) + ", \"ms\": " + std::to_string(g.ms) +
+                  ", \"gbps\": " + std::to_string(g.gbps) + "}";
+          first = false;
+        }
   std::printf("%s]}\n", json.c_str());
   return 0;
 }

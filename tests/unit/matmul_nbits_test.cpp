@@ -136,7 +136,7 @@ std::vector<std::pair<kernels::NBitsInt8Isa, std::string>> int8_isas() {
 TEST(MatMulNBits, Int8PathsMatchReferenceOnRoundedActivations) {
   unsigned seed = 300;
   for (const Case& c : random_cases())
-    for (int64_t M : {1, 3, 8, 33}) {
+    for (int64_t M : {1, 2, 3, 8, 33}) {
       RandomWeights r(c, ++seed);
       std::vector<float> a = testing::normal(static_cast<size_t>(M * c.K), seed + 7);
       std::vector<float> bias = testing::normal(static_cast<size_t>(c.N), seed + 9);

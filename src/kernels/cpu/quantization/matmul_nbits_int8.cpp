@@ -20,10 +20,10 @@ NBitsInt8Isa widest_allowed() {
 }  // namespace
 
 void matmul_nbits_int8(const NBitsWeights& w, const float* a, int64_t M, const float* bias, float* y, NBitsInt8Isa isa) {
-  thread_local Int8Rows rows;  // kept per thread so that decode steps allocate nothing once warm
-  quantize_int8_rows(w, a, M, rows);
-  const Int8Rows& q = rows;  // named by reference: in the workers `rows` would be their own, empty
   if (isa == NBitsInt8Isa::kAuto) isa = widest_allowed();
+  thread_local Int8Rows rows;  // kept per thread so that decode steps allocate nothing once warm
+  quantize_int8_rows(w, a, M, isa == NBitsInt8Isa::kAvx512Vnni ? 128 : 64, rows);
+  const Int8Rows& q = rows;  // named by reference: in the workers `rows` would be their own, empty
   // Enough work per thread that starting one pays: 32 KiB of packed weight, less as M grows.
   const int64_t column_bytes = std::max<int64_t>(1, w.k_blocks() * w.blob_bytes());
   const int64_t grain = std::max<int64_t>(4, 32768 / column_bytes / std::max<int64_t>(1, M));

@@ -9,17 +9,16 @@ namespace mminfer::kernels {
 namespace {
 
 struct Avx2Ops : YmmOps {
-  template <int Bits>
-  static VI dot(VI w, VI a) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    if constexpr (Bits == 4) {
-      return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones);
-    } else {
-      const __m256i low4 = _mm256_set1_epi8(0x0f);
-      const __m256i lo = _mm256_and_si256(w, low4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
-      return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, a), ones),
-                              _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a), _mm256_set1_epi16(16)));
-    }
+  static VI dot8(VI w, VI a) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i lo = _mm256_and_si256(w, low4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, a), ones),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a), _mm256_set1_epi16(16)));
+  }
+  // Two nibble products of at most 2 · 15 · 128 each still fit int16 when added.
+  static VI dot4(VI lo, VI a_lo, VI hi, VI a_hi) {
+    const __m256i sum = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+    return _mm256_madd_epi16(sum, _mm256_set1_epi16(1));
   }
 };
 

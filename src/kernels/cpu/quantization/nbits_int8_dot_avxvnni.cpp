@@ -9,9 +9,9 @@ namespace mminfer::kernels {
 namespace {
 
 struct AvxVnniOps : YmmOps {
-  template <int Bits>
-  static VI dot(VI w, VI a) {
-    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w, a);
+  static VI dot8(VI w, VI a) { return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w, a); }
+  static VI dot4(VI lo, VI a_lo, VI hi, VI a_hi) {
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, a_lo), hi, a_hi);
   }
 };
 

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -12,34 +13,42 @@ namespace mminfer::kernels {
 
 namespace {
 
-// Where the code of k goes: 8 bits keep K's order; 4 bits put, per 32 values, the even k first.
-int64_t position(int bits, int64_t k) {
+// Where the code of k goes: 8 bits keep K's order; 4 bits put, per `group` values (a power of
+// two), the even k first.
+int64_t position(int bits, int64_t group, int64_t k) {
   if (bits != 4) return k;
-  const int64_t g = k & ~int64_t{31}, r = k & 31;
-  return g + (r & 1 ? 16 : 0) + r / 2;
+  const int64_t r = k & (group - 1);
+  return (k - r) + (r & 1 ? group / 2 : 0) + r / 2;
 }
 
 // The k whose code lands at position p (the inverse of position()).
-int64_t k_at(int bits, int64_t p) {
+int64_t k_at(int bits, int64_t group, int64_t p) {
   if (bits != 4) return p;
-  const int64_t g = p & ~int64_t{31}, r = p & 31;
-  return g + (r < 16 ? 2 * r : 2 * (r - 16) + 1);
+  const int64_t r = p & (group - 1);
+  return (p - r) + (r < group / 2 ? 2 * r : 2 * (r - group / 2) + 1);
 }
 
 }  // namespace
 
-void quantize_int8_rows(const NBitsWeights& w, const float* a, int64_t M, Int8Rows& out) {
+void quantize_int8_rows(const NBitsWeights& w, const float* a, int64_t M, int64_t group, Int8Rows& out) {
   const int64_t K = w.K, bs = w.block_size, kb = w.k_blocks();
-  const int64_t kpad = (kb * bs + 63) / 64 * 64, lanes = kpad / 4;
+  const int64_t kpad = (kb * bs + 127) / 128 * 128, lanes = kpad / 4;
   out.M = M;
   out.kpad = kpad;
+  out.group = group;
   out.codes.assign(static_cast<size_t>(M * kpad), 0);
   out.lane_scale.resize(static_cast<size_t>(M * lanes));
   out.block_sum.resize(static_cast<size_t>(M * kb));
   out.block_sum_t.assign(static_cast<size_t>((M + 7) / 8 * kb * 8), 0.f);
-  out.lane_block.resize(static_cast<size_t>(lanes));
-  for (int64_t l = 0; l < lanes; ++l) out.lane_block[static_cast<size_t>(l)] = static_cast<int32_t>(k_at(w.bits, 4 * l) / bs);
-  std::vector<float> scale(static_cast<size_t>(kb));
+  // The lanes' blocks depend on the weight's form only: a decode step's calls reuse them.
+  const std::array<int64_t, 4> form = {w.bits, group, bs, kpad};
+  if (form != out.lane_form) {
+    out.lane_form = form;
+    out.lane_block.resize(static_cast<size_t>(lanes));
+    for (int64_t l = 0; l < lanes; ++l) out.lane_block[static_cast<size_t>(l)] = static_cast<int32_t>(k_at(w.bits, group, 4 * l) / bs);
+  }
+  std::vector<float>& scale = out.block_scale;
+  scale.resize(static_cast<size_t>(kb));
   for (int64_t m = 0; m < M; ++m) {
     const float* row = a + m * K;
     int8_t* codes = out.codes.data() + m * kpad;
@@ -52,7 +61,7 @@ void quantize_int8_rows(const NBitsWeights& w, const float* a, int64_t M, Int8Ro
       int32_t sum = 0;
       for (int64_t k = k0; k < k1; ++k) {
         const int c = static_cast<int>(std::nearbyint(row[k] * inverse));
-        codes[position(w.bits, k)] = static_cast<int8_t>(c);
+        codes[position(w.bits, group, k)] = static_cast<int8_t>(c);
         sum += c;
       }
       scale[static_cast<size_t>(b)] = s;

@@ -1,5 +1,5 @@
 // The 256-bit operations the AVX2 and AVX-VNNI int8 MatMulNBits kernels share (all but the dot
-// product): 32 values of K a vector. Internal linkage, like nbits_int8_dot_body.h.
+// product): 32 weight bytes a step (32 values of K at 8 bits, 64 at 4). Internal linkage, like nbits_int8_dot_body.h.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -14,19 +14,32 @@ struct YmmOps {
   static constexpr int kMaxRows = 4;
   static constexpr int cols_for(int rows) { return rows == 1 ? 4 : rows <= 3 ? 2 : 1; }
 
-  // 32 codes: 4 bits from 16 bytes as [low nibbles, high nibbles]; 8 bits as they are.
-  template <int Bits>
-  static VI load_codes(const uint8_t* p) {
-    if constexpr (Bits == 4) {
-      const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-      const __m256i shifted = _mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
-      return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
-    } else {
-      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    }
+  static VI load_u8(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static VI load_u8_first(const uint8_t* p, int bytes) {
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(bytes / 4), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_maskload_epi32(reinterpret_cast<const int*>(p), mask);
+  }
+  static void nibbles(VI v, VI& lo, VI& hi) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    lo = _mm256_and_si256(v, low4);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
   }
   static VI load_i(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static VF load_f(const float* p) { return _mm256_loadu_ps(p); }
+  static constexpr int kLanes = 8;
+  static VF load_f_first(const float* p, int count) {
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_maskload_ps(p, mask);
+  }
+  static VF u8_lanes(const uint8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static VF fnmadd(VF a, VF b, VF c) { return _mm256_fnmadd_ps(a, b, c); }
+  static VF set1(float v) { return _mm256_set1_ps(v); }
+  static __m128 reduce4(VF a, VF b, VF c, VF d) {
+    const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(all), _mm256_extractf128_ps(all, 1));
+  }
   static VF cvt(VI v) { return _mm256_cvtepi32_ps(v); }
   static VF mul(VF a, VF b) { return _mm256_mul_ps(a, b); }
   static VF fmadd(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
@@ -40,10 +53,10 @@ struct YmmOps {
   static VI lane_index(const int32_t* lane_block) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane_block));
   }
-  // A chunk spans one block, or two of 16.
+  // A step spans one block, or up to four (64 values of K at 4 bits, blocks of 16).
   static VF block_scales(const float* s, int count, VI index) {
-    const __m128 v = count == 2 ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(s))) : _mm_load_ss(s);
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), index);
+    const __m128i mask = _mm_cmpgt_epi32(_mm_set1_epi32(count), _mm_setr_epi32(0, 1, 2, 3));
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_maskload_ps(s, mask)), index);
   }
 };
 
