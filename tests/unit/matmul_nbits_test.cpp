@@ -151,6 +151,23 @@ TEST(MatMulNBits, Int8PathsMatchReferenceOnRoundedActivations) {
     }
 }
 
+// From 128 rows the automatic choice runs the FP32 GEMM on the rounded activations: the same
+// product as the integer kernels compute.
+TEST(MatMulNBits, ManyRowsMatchReferenceOnRoundedActivations) {
+  unsigned seed = 700;
+  for (const Case& c : random_cases())
+    for (int64_t M : {127, 128, 200}) {
+      RandomWeights r(c, ++seed);
+      std::vector<float> a = testing::normal(static_cast<size_t>(M * c.K), seed + 7);
+      std::vector<float> bias = testing::normal(static_cast<size_t>(c.N), seed + 9);
+      std::vector<float> rounded(a.size()), want(static_cast<size_t>(M * c.N)), got(want.size(), NAN);
+      kernels::round_activations_to_int8_blocks(a.data(), M, c.K, c.block, rounded.data());
+      kernels::matmul_nbits_reference(r.w, rounded.data(), M, bias.data(), want.data());
+      kernels::matmul_nbits_int8(r.w, a.data(), M, bias.data(), got.data());
+      expect_close(got, want, describe(c, M));
+    }
+}
+
 // The largest codes: 8-bit weights of 255 against activation codes of +-127, where pairs of
 // u8 * s8 products (64,770) overflow int16; every path must still sum them exactly.
 TEST(MatMulNBits, Int8PathsDoNotSaturate) {

@@ -57,7 +57,8 @@ enum class NBitsInt8Isa { kAuto, kAvx2, kAvxVnni, kAvx512Vnni };
 // accuracy_level 4 on the forms matmul_nbits_fast handles: the same result as rounding A with
 // round_activations_to_int8_blocks and running the reference, but as integer dot products of the
 // codes (nbits_int8_dot.h), each weight byte read once whatever M is. kAuto picks the widest ISA
-// cpu_features() allows; the others are for tests (the CPU must have them).
+// cpu_features() allows, or from 128 rows the FP32 GEMM on the rounded activations (the same
+// product, faster there); the others are for tests (the CPU must have them).
 void matmul_nbits_int8(const NBitsWeights& w, const float* a, int64_t M, const float* bias, float* y,
                        NBitsInt8Isa isa = NBitsInt8Isa::kAuto);
 
