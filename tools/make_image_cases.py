@@ -284,7 +284,8 @@ def make_resize_cases(c, src):
                    (w, h // 3), (w + 7, h), (1, 1), (5, 3)]
         for tw, th in targets:
             tw, th = max(tw, 1), max(th, 1)
-            for filt, pil in (("bilinear", Image.Resampling.BILINEAR), ("bicubic", Image.Resampling.BICUBIC)):
+            for filt, pil in (("bilinear", Image.Resampling.BILINEAR), ("bicubic", Image.Resampling.BICUBIC),
+                              ("lanczos", Image.Resampling.LANCZOS)):
                 out = np.asarray(Image.fromarray(a).resize((tw, th), pil))
                 ref = c.save_npy(f"resize_{key}_{filt}_{tw}x{th}.npy", out)
                 c.lines.append(f"resize {name} {filt} {tw} {th} {ref}")

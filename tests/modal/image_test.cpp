@@ -183,6 +183,7 @@ void check_resizes(const std::string& filter_name, ResizeFilter filter) {
 
 TEST(ImageResize, BilinearWithinOneLevelOfPillow) { check_resizes("bilinear", ResizeFilter::kBilinear); }
 TEST(ImageResize, BicubicWithinOneLevelOfPillow) { check_resizes("bicubic", ResizeFilter::kBicubic); }
+TEST(ImageResize, LanczosWithinOneLevelOfPillow) { check_resizes("lanczos", ResizeFilter::kLanczos); }
 
 TEST(ImageResize, RejectsEmptySizes) {
   Image im = Image::blank(4, 4);
