@@ -25,7 +25,9 @@ the prompts, the new token ids and the last position's logits at every step).
                      [B,image_seq_len,d]), embed_tokens.onnx, decoder_model_merged.onnx (on
                      inputs_embeds, a zero-length past is the first step), the chat template and
                      preprocessor_config.json (one image at the encoder's size, no splitting);
-                     reference/ also holds the PNGs and their pixel_values
+                     reference/ also holds the PNGs and their pixel_values, and split_cases:
+                     images split into Idefics3's tiles (idefics3_processor.py) with the
+                     preprocessor_config.split*.json they were made with
   smolvlm-256m       the same at SmolVLM-256M's dims (ViT d=768, 12 layers, 512x512 in 16x16
                      patches, pixel shuffle x4 -> 64 image tokens; decoder d=576, 30 layers, 9 / 3
                      heads, vocab 49280, untied): only when asked
