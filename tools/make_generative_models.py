@@ -25,7 +25,9 @@ the prompts, the new token ids and the last position's logits at every step).
                      [B,image_seq_len,d]), embed_tokens.onnx, decoder_model_merged.onnx (on
                      inputs_embeds, a zero-length past is the first step), the chat template and
                      preprocessor_config.json (one image at the encoder's size, no splitting);
-                     reference/ also holds the PNGs and their pixel_values
+                     reference/ also holds the PNGs and their pixel_values, and split_cases:
+                     images split into Idefics3's tiles (idefics3_processor.py) with the
+                     preprocessor_config.split*.json they were made with
   smolvlm-256m       the same at SmolVLM-256M's dims (ViT d=768, 12 layers, 512x512 in 16x16
                      patches, pixel shuffle x4 -> 64 image tokens; decoder d=576, 30 layers, 9 / 3
                      heads, vocab 49280, untied): only when asked
@@ -45,6 +47,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import generative_tokenizer as gt  # noqa: E402
+import idefics3_processor as ip  # noqa: E402
 import generative_torch as gm  # noqa: E402
 import logmel_reference as lr  # noqa: E402
 import merge_decoders  # noqa: E402
@@ -444,10 +447,11 @@ def encode_with_specials(text, vocab, merges, special_ids):
     return ids
 
 
-def draw_scene(size, variant):
+def draw_scene(width, height, variant):
     """A small picture with real structure (a gradient, a disc and a bar) so the vision encoder's
-    input looks like an image, not noise. Returns uint8 [size, size, 3]."""
-    y, x = np.mgrid[0:size, 0:size].astype(np.float32) / size
+    input looks like an image, not noise. Returns uint8 [height, width, 3]."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    y, x = y / height, x / width
     img = np.stack([x * 200 + 30, y * 180 + 40, (1 - x) * 120 + 60], axis=-1)
     cx, cy, r = (0.3, 0.35, 0.2) if variant == 0 else (0.65, 0.6, 0.25)
     disc = (x - cx) ** 2 + (y - cy) ** 2 < r * r
@@ -571,7 +575,7 @@ def make_vlm(out, name, new_tokens):
     size = vcfg["image_size"]
     ref = os.path.join(out, "reference")
     os.makedirs(ref, exist_ok=True)
-    images = [draw_scene(size, v) for v in range(2)]
+    images = [draw_scene(size, size, v) for v in range(2)]
     for v, rgb in enumerate(images):
         write_png(os.path.join(ref, f"image{v}.png"), rgb)
     prompts = [expand_image_token(chat_prompt(q), image_seq_len) for q in VLM_QUESTIONS]
@@ -602,13 +606,50 @@ def make_vlm(out, name, new_tokens):
                                      "distinct_tokens": int(len(np.unique(tokens))),
                                      "min_top2_margin": top2_margin(logits),
                                      "first_step_logit_change_without_image": image_effect}))
+    split_cases = make_vlm_split_cases(out, vision, lm, cfg, size, image_seq_len, vocab, merges, named, new_tokens)
     n, kv, hd = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
     return {"kind": "vision-language", "layout": "vision_encoder.onnx + embed_tokens.onnx + decoder_model_merged.onnx "
             "(inputs_embeds; a zero-length past is the first step)", "num_layers": n, "kv_heads": kv, "head_dim": hd,
             "image_token_id": image_token_id, "image_seq_len": image_seq_len, "image_size": size,
             "chat_template_expansion": "<|im_start|>User:<image>QUESTION<end_of_utterance>\\nAssistant:, then each "
             "<image> becomes <fake_token_around_image><global-img>, image_seq_len x <image>, <fake_token_around_image>",
-            "new_tokens": new_tokens, "cases": cases}
+            "new_tokens": new_tokens, "cases": cases, "split_cases": split_cases}
+
+
+# Image splitting (do_image_splitting): (case, width, height, scene, size.longest_edge in tiles).
+# Longest edge 3 tiles splits every image; 1 tile leaves one frame, stretched to the tile.
+VLM_SPLIT_CASES = [("wide", 150, 80, 0, 3), ("tall", 50, 180, 1, 3), ("small", 40, 30, 0, 1)]
+
+
+def make_vlm_split_cases(out, vision, lm, cfg, tile, image_seq_len, vocab, merges, named, new_tokens):
+    """Torch's greedy answers for images split as Idefics3's processor does (idefics3_processor.py):
+    the frames' pixels through the vision encoder as one batch, their features over the prompt's
+    image tokens in frame order. Each case names the preprocessor_config.json it was made with."""
+    ref = os.path.join(out, "reference")
+    question = VLM_QUESTIONS[0]
+    cases = []
+    for case, width, height, scene, tiles in VLM_SPLIT_CASES:
+        longest = tiles * tile
+        pre = f"preprocessor_config.split{tiles}.json"
+        config = json.load(open(os.path.join(out, "preprocessor_config.json")))
+        config.update(do_image_splitting=True, size={"longest_edge": longest}, max_image_size={"longest_edge": tile})
+        write_json(os.path.join(ref, pre), config, compact=False)
+        rgb = draw_scene(width, height, scene)
+        write_png(os.path.join(ref, f"{case}.png"), rgb)
+        frames, rows, cols = ip.split(rgb, longest, tile)
+        assert all(f.shape == (tile, tile, 3) for f in frames), [f.shape for f in frames]
+        pixels = np.stack([pixel_values_of(f) for f in frames])
+        prompt = chat_prompt(question).replace("<image>", ip.image_prompt(rows, cols, image_seq_len))
+        ids = np.array([encode_with_specials(prompt, vocab, merges, named)], dtype=np.int64)
+        image_tokens = int((ids == named["<image>"]).sum())
+        assert image_tokens == len(frames) * image_seq_len
+        tokens, logits, _ = vlm_greedy(vision, lm, cfg, torch.from_numpy(ids), torch.ones_like(torch.from_numpy(ids)),
+                                       torch.from_numpy(pixels), named["<image>"], new_tokens)
+        cases.append({"case": case, "image": f"{case}.png", "size": [width, height], "preprocessor": pre,
+                      "question": question, "rows": rows, "cols": cols, "frames": len(frames),
+                      "image_tokens": image_tokens, "prompt_ids": ids[0].tolist(), "tokens": tokens[0].tolist(),
+                      "min_top2_margin": top2_margin(logits)})
+    return cases
 
 
 MAKERS = {**{k: make_llama for k in LLAMA_CONFIGS}, **{k: make_whisper for k in WHISPER_CONFIGS},
@@ -618,7 +659,7 @@ MAKERS = {**{k: make_llama for k in LLAMA_CONFIGS}, **{k: make_whisper for k in 
 def stamp_of(name, new_tokens):
     h = hashlib.sha256(f"{name} {new_tokens} {torch.__version__}".encode())
     for f in ("make_generative_models.py", "generative_torch.py", "generative_tokenizer.py", "merge_decoders.py", "text_corpus.py",
-              "whisper_timestamps.py", "logmel_reference.py"):
+              "whisper_timestamps.py", "logmel_reference.py", "idefics3_processor.py"):
         with open(os.path.join(HERE, f), "rb") as fh:
             h.update(fh.read())
     with open(CORPUS, "rb") as fh:

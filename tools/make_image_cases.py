@@ -26,6 +26,9 @@ import zlib
 import numpy as np
 from PIL import Image, ImageDraw, ImageOps
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import idefics3_processor  # noqa: E402
+
 CLIP_MEAN = np.array([0.48145466, 0.4578275, 0.40821073])
 CLIP_STD = np.array([0.26862954, 0.26130258, 0.27577711])
 JPEG_TOLERANCE = 2  # the IDCT may differ between libjpeg builds; the tests report what they see
@@ -284,10 +287,22 @@ def make_resize_cases(c, src):
                    (w, h // 3), (w + 7, h), (1, 1), (5, 3)]
         for tw, th in targets:
             tw, th = max(tw, 1), max(th, 1)
-            for filt, pil in (("bilinear", Image.Resampling.BILINEAR), ("bicubic", Image.Resampling.BICUBIC)):
+            for filt, pil in (("bilinear", Image.Resampling.BILINEAR), ("bicubic", Image.Resampling.BICUBIC),
+                              ("lanczos", Image.Resampling.LANCZOS)):
                 out = np.asarray(Image.fromarray(a).resize((tw, th), pil))
                 ref = c.save_npy(f"resize_{key}_{filt}_{tw}x{th}.npy", out)
                 c.lines.append(f"resize {name} {filt} {tw} {th} {ref}")
+
+
+def make_split_cases(c, src):
+    """Idefics3's splitting (idefics3_processor.py on Pillow): every frame's bytes, for a longest
+    edge of three tiles, of one tile, and an odd one (the even-size rule)."""
+    for key, a in src.items():
+        name = f"src_{key}.npy"  # written by make_resize_cases
+        for longest, tile in ((48, 16), (16, 16), (31, 8)):
+            frames, rows, cols = idefics3_processor.split(a, longest, tile)
+            refs = [c.save_npy(f"split_{key}_{longest}_{tile}_{i}.npy", f) for i, f in enumerate(frames)]
+            c.lines.append(f"split {name} {longest} {tile} {rows} {cols} " + " ".join(refs))
 
 
 def clip_reference(a, size):
@@ -376,8 +391,8 @@ def make_bad_cases(c, src):
 def main():
     warnings.simplefilter("ignore", UserWarning)  # Pillow's advice about palette transparency
     out = sys.argv[1]
-    with open(__file__, "rb") as f:
-        stamp = hashlib.sha256(f.read()).hexdigest()
+    with open(__file__, "rb") as f, open(idefics3_processor.__file__, "rb") as g:
+        stamp = hashlib.sha256(f.read() + g.read()).hexdigest()
     stamp_path = os.path.join(out, "stamp")
     if os.path.exists(stamp_path) and open(stamp_path).read() == stamp:
         return
@@ -386,6 +401,7 @@ def main():
     src = sources()
     make_decode_cases(c, src)
     make_resize_cases(c, src)
+    make_split_cases(c, src)
     make_clip_cases(c, src)
     make_exif_cases(c, src)
     make_bad_cases(c, src)

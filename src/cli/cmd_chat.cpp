@@ -29,8 +29,9 @@ int cmd_chat(int argc, char** argv) {
         "  Idefics3's form); the image is encoded once for all the questions\n"
         "  (--feature-cache-mb 0: once per question). --json prints one line per question:\n"
         "  {\"text\", \"tokens\", \"prompt_tokens\", \"chat_template\", \"encoder_ms\", \"encoder_runs\",\n"
-        "  \"prefill_ms\", \"decode_ms_per_token\"} (chat_template: the file it came from, null when none;\n"
-        "  encoder_runs: the images encoded so far)\n",
+        "  \"image_frames\", \"prefill_ms\", \"decode_ms_per_token\"} (chat_template: the file it came from, null\n"
+        "  when none; encoder_runs: the images encoded so far; image_frames: the tiles and global image\n"
+        "  the image was split into, 1 unsplit)\n",
         args.usage_stream());
     std::fputs(kDecoderPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -59,7 +60,8 @@ int cmd_chat(int argc, char** argv) {
   for (const std::string& question : args.positional()) {
     generate::DecodeTimings t;
     double encoder_ms = 0;
-    generate::DecodedSequence out = model.answer(question, img ? &*img : nullptr, request, &t, &encoder_ms);
+    int frames = 0;
+    generate::DecodedSequence out = model.answer(question, img ? &*img : nullptr, request, &t, &encoder_ms, &frames);
     if (json) {
       nlohmann::ordered_json doc = {{"text", out.text},
                                     {"tokens", out.tokens},
@@ -68,6 +70,7 @@ int cmd_chat(int argc, char** argv) {
                                     {"chat_template", template_file},
                                     {"encoder_ms", encoder_ms},
                                     {"encoder_runs", model.features().counts().encoded},
+                                    {"image_frames", frames},
                                     {"prefill_ms", t.prefill_ms},
                                     {"decode_ms_per_token", t.ms_per_token()}};
       std::printf("%s\n", json_text(doc).c_str());

@@ -6,8 +6,10 @@ greedy ones (up to an end token). Several questions about one image run the visi
 (encoder_runs), with the same answers as with the feature cache off. The prompt comes from the
 folder's chat template (chat_template.json here; chat_template.jinja first when present; Idefics3's
 form when there is none), each giving torch's tokens. A vision encoder taking transformers.js's
-5-D pixel_values [batch, images, 3, H, W] and pixel_attention_mask gives them too. Bad input and
-bad templates get one line.
+5-D pixel_values [batch, images, 3, H, W] and pixel_attention_mask gives them too. With
+do_image_splitting, a wide, a tall and a small image split into Idefics3's tiles and global image
+(tools/idefics3_processor.py) give torch's tokens, with frames x image_seq_len image tokens. Bad
+input and bad templates get one line.
 
     check_chat_cli.py --mminfer BIN --model DIR --work DIR"""
 import json
@@ -22,9 +24,10 @@ from cli_checks import Checks, arguments  # noqa: E402
 check = Checks()
 
 
-def five_d_encoder(src, dst):
+def five_d_encoder(src, dst, images="num_images"):
     """vlm-tiny's vision encoder behind transformers.js's SmolVLM inputs: pixel_values
-    [batch, images, 3, H, W] reshaped to [batch * images, 3, H, W], and pixel_attention_mask."""
+    [batch, images, 3, H, W] reshaped to [batch * images, 3, H, W], and pixel_attention_mask.
+    images=1 fixes the images axis at one frame a run."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -37,11 +40,86 @@ def five_d_encoder(src, dst):
             if x == "pixel_values":
                 n.input[i] = "pixel_values_4d"
     g.input.remove(old)
-    g.input.append(helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, ["batch_size", "num_images", 3, h, w]))
-    g.input.append(helper.make_tensor_value_info("pixel_attention_mask", TensorProto.BOOL, ["batch_size", "num_images", h, w]))
+    g.input.append(helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, ["batch_size", images, 3, h, w]))
+    g.input.append(helper.make_tensor_value_info("pixel_attention_mask", TensorProto.BOOL, ["batch_size", images, h, w]))
     g.initializer.append(numpy_helper.from_array(np.array([-1, 3, h, w], np.int64), "four_d_shape"))
     g.node.insert(0, helper.make_node("Reshape", ["pixel_values", "four_d_shape"], ["pixel_values_4d"]))
     onnx.save(m, dst)
+
+
+def until_eos(tokens, eos):
+    for stop in range(len(tokens)):
+        if tokens[stop] in eos:
+            return tokens[:stop + 1]
+    return tokens
+
+
+def variant(a, name, preprocessor, encoder=None):
+    """A copy of vlm-tiny in the work folder with another preprocessor_config.json and, optionally,
+    a vision encoder made by `encoder(src, dst)`."""
+    folder = os.path.join(a.work, "vlm-" + name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    for f in os.listdir(a.model):
+        if f == "vision_encoder.onnx" and encoder:
+            encoder(os.path.join(a.model, f), os.path.join(folder, f))
+        elif f.endswith(".onnx"):
+            os.symlink(os.path.join(a.model, f), os.path.join(folder, f))
+        elif f != "reference":
+            shutil.copy(os.path.join(a.model, f), folder)
+    json.dump(preprocessor, open(os.path.join(folder, "preprocessor_config.json"), "w"))
+    return folder
+
+
+def chat(a, folder, image, questions, *extra):
+    p = subprocess.run([a.mminfer, "chat", "--pipeline", folder, "--image", image, *questions, "--json", *extra],
+                       capture_output=True, text=True, timeout=300)
+    return p, [json.loads(line) for line in p.stdout.splitlines()] if p.returncode == 0 else []
+
+
+def check_splitting(a, ref, eos):
+    """do_image_splitting: the tiles and global image of idefics3_processor.py's reference, torch's
+    tokens for a wide, a tall and a small (unsplit) image; the frames through the encoder as one
+    batch (4-D and 5-D inputs) or one per run; the feature cache keyed on every frame."""
+    seq = json.load(open(os.path.join(a.model, "config.json")))["image_seq_len"]
+    refdir = os.path.join(a.model, "reference")
+    folders = {}
+    for c in ref["split_cases"]:
+        pre = json.load(open(os.path.join(refdir, c["preprocessor"])))
+        folder = folders.setdefault(c["preprocessor"], variant(a, c["preprocessor"].split(".")[1], pre))
+        want = until_eos(c["tokens"], eos)
+        image = os.path.join(refdir, c["image"])
+        p, r = chat(a, folder, image, [c["question"]], "--max-new-tokens", str(ref["new_tokens"]))
+        r = r[0] if r else {}
+        check(c["image_tokens"] == c["frames"] * seq and c["prompt_ids"].count(ref["image_token_id"]) == c["image_tokens"],
+              f"{c['case']}: the reference prompt holds {c['frames']} frames x {seq} image tokens")
+        check(r.get("tokens") == want and r.get("prompt_tokens") == len(c["prompt_ids"]) and r.get("image_frames") == c["frames"],
+              f"split {c['case']} {c['size'][0]}x{c['size'][1]}: {c['rows']}x{c['cols']} tiles, {r.get('image_frames')} frames, "
+              f"{r.get('prompt_tokens')} prompt tokens, {len(want)} tokens equal torch's {p.stderr.strip()[:200]}")
+    wide = ref["split_cases"][0]
+    pre = json.load(open(os.path.join(refdir, wide["preprocessor"])))
+    image = os.path.join(refdir, wide["image"])
+    want = until_eos(wide["tokens"], eos)
+    for name, encoder in (("split-5d", five_d_encoder), ("split-5d-one", lambda s, d: five_d_encoder(s, d, images=1))):
+        p, r = chat(a, variant(a, name, pre, encoder), image, [wide["question"]], "--max-new-tokens", str(ref["new_tokens"]))
+        check(r and r[0]["tokens"] == want and r[0]["image_frames"] == wide["frames"],
+              f"{name}: the {wide['frames']} frames through a 5-D encoder give torch's tokens {p.stderr.strip()[:200]}")
+    folder = folders[wide["preprocessor"]]
+    questions = [wide["question"], "Describe the shapes and their colours."]
+    _, cached = chat(a, folder, image, questions, "--max-new-tokens", "6", "--feature-cache-mb", "256")
+    _, plain = chat(a, folder, image, questions, "--max-new-tokens", "6", "--feature-cache-mb", "0")
+    check(len(cached) == 2 and [r["encoder_runs"] for r in cached] == [1, 1] and len(plain) == 2
+          and [r["tokens"] for r in cached] == [r["tokens"] for r in plain],
+          "a split image: one encoder run for two questions, the same answers as without the cache")
+    # Bad input: a split too large for the context; splitting without a tile size.
+    big = dict(pre, size={"longest_edge": 5 * pre["max_image_size"]["longest_edge"]})
+    p, _ = chat(a, variant(a, "split-big", big), image, ["hi"])
+    check(p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "context" in p.stderr and "tiles" in p.stderr,
+          f"a split past the context: one line: {p.stderr.strip()[:200]}")
+    untiled = {k: v for k, v in pre.items() if k != "max_image_size"}
+    p, _ = chat(a, variant(a, "split-untiled", untiled), image, ["hi"])
+    check(p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "max_image_size" in p.stderr,
+          f"splitting without max_image_size: one line: {p.stderr.strip()[:200]}")
 
 
 def main():
@@ -121,6 +199,7 @@ def main():
         else:
             check(p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and expect in p.stderr and file in p.stderr,
                   f"a template with {name}: one line: {p.stderr.strip()[:200]}")
+    check_splitting(a, ref, eos)
     junk = os.path.join(a.work, "junk.png")
     open(junk, "wb").write(b"not an image")
     p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "--image", junk, "hi"], capture_output=True, text=True)

@@ -1,5 +1,5 @@
 // Image preprocessing against Pillow: decodes of every format, EXIF orientations, resizes,
-// the CLIP crop and normalisation, and one-line errors for bad input. The cases and Pillow's
+// Idefics3 tiles, the CLIP crop and normalisation, and one-line errors for bad input. The cases and Pillow's
 // answers come from tools/make_image_cases.py (the image_cases_generate test runs it).
 #include "modal/image/image.h"
 
@@ -18,6 +18,7 @@
 #include "modal/image/exif.h"
 #include "modal/image/normalize.h"
 #include "modal/image/resize.h"
+#include "modal/image/tile_split.h"
 
 namespace mminfer::image {
 namespace {
@@ -183,6 +184,29 @@ void check_resizes(const std::string& filter_name, ResizeFilter filter) {
 
 TEST(ImageResize, BilinearWithinOneLevelOfPillow) { check_resizes("bilinear", ResizeFilter::kBilinear); }
 TEST(ImageResize, BicubicWithinOneLevelOfPillow) { check_resizes("bicubic", ResizeFilter::kBicubic); }
+TEST(ImageResize, LanczosWithinOneLevelOfPillow) { check_resizes("lanczos", ResizeFilter::kLanczos); }
+
+// Idefics3's splitting against idefics3_processor.py on Pillow: rows, columns and every frame's bytes.
+TEST(ImageTileSplit, FramesEqualPillowsSplit) {
+  int cases = 0, frames = 0, worst = 0;
+  for (const auto& f : manifest("split")) {
+    SCOPED_TRACE(f[0] + " longest " + f[1] + " tile " + f[2]);
+    TiledImage t = split_into_tiles(read_npy_image(case_path(f[0])), std::stoi(f[1]), std::stoi(f[2]), ResizeFilter::kLanczos);
+    EXPECT_EQ(t.rows, std::stoi(f[3]));
+    EXPECT_EQ(t.cols, std::stoi(f[4]));
+    ASSERT_EQ(t.frames.size(), f.size() - 5);
+    for (size_t i = 0; i < t.frames.size(); ++i) {
+      int diff = max_abs_diff(t.frames[i], read_npy_image(case_path(f[5 + i])));
+      ASSERT_GE(diff, 0) << "frame " << i << " is " << t.frames[i].width << "x" << t.frames[i].height;
+      EXPECT_EQ(diff, 0) << "frame " << i;
+      worst = std::max(worst, diff);
+      ++frames;
+    }
+    ++cases;
+  }
+  EXPECT_GE(cases, 18);
+  test::report("idefics3 split (" + std::to_string(frames) + " frames)", cases, worst);
+}
 
 TEST(ImageResize, RejectsEmptySizes) {
   Image im = Image::blank(4, 4);

@@ -31,9 +31,16 @@ Window center_window(int in_width, int in_height, int width, int height) {
 }
 
 Image center_crop(const Image& image, int width, int height) {
-  const Window w = center_window(image.width, image.height, width, height);
-  Image out = Image::blank(width, height);
-  for (int y = 0; y < height; ++y) std::copy_n(image.row(w.y + y) + 3 * w.x, 3 * width, out.row(y));
+  return crop(image, center_window(image.width, image.height, width, height));
+}
+
+Image crop(const Image& image, const Window& w) {
+  if (w.width <= 0 || w.height <= 0 || w.x < 0 || w.y < 0 || w.x > image.width - w.width || w.y > image.height - w.height)
+    throw Error("crop: the window " + std::to_string(w.width) + "x" + std::to_string(w.height) + " at (" +
+                std::to_string(w.x) + ", " + std::to_string(w.y) + ") is not inside the " + std::to_string(image.width) +
+                "x" + std::to_string(image.height) + " image");
+  Image out = Image::blank(w.width, w.height);
+  for (int y = 0; y < w.height; ++y) std::copy_n(image.row(w.y + y) + 3 * w.x, 3 * w.width, out.row(y));
   return out;
 }
 

@@ -18,6 +18,8 @@ std::pair<int, int> short_side_dims(const Image& image, int size);
 // larger than the image.
 Window center_window(int in_width, int in_height, int width, int height);
 Image center_crop(const Image& image, int width, int height);
+// The pixels of `window`, copied; throws when it reaches outside the image.
+Image crop(const Image& image, const Window& window);
 
 // center_crop(resize_short_side(image, size, filter), crop, crop), byte for byte, resampling only
 // the pixels the crop keeps.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <string>
 
 #include "core/parallel.h"
@@ -28,6 +29,16 @@ double cubic(double x) {  // Keys cubic with a = -0.5
   return 0.0;
 }
 
+double sinc(double x) {
+  if (x == 0.0) return 1.0;
+  x *= std::numbers::pi;
+  return std::sin(x) / x;
+}
+
+double lanczos(double x) {  // three lobes, as Pillow's LANCZOS
+  return x >= -3.0 && x < 3.0 ? sinc(x) * sinc(x / 3.0) : 0.0;
+}
+
 // For each output index along one axis: the first input index, how many inputs, their weights.
 struct AxisWeights {
   int taps = 0;  // row length of `weights`
@@ -36,8 +47,9 @@ struct AxisWeights {
 };
 
 AxisWeights axis_weights(int in_size, int out_size, ResizeFilter filter) {
-  const double radius = filter == ResizeFilter::kBilinear ? 1.0 : 2.0;
-  double (*kernel)(double) = filter == ResizeFilter::kBilinear ? triangle : cubic;
+  const double radius = filter == ResizeFilter::kBilinear ? 1.0 : filter == ResizeFilter::kBicubic ? 2.0 : 3.0;
+  double (*kernel)(double) =
+      filter == ResizeFilter::kBilinear ? triangle : filter == ResizeFilter::kBicubic ? cubic : lanczos;
   const double scale = static_cast<double>(in_size) / out_size;
   const double stretch = std::max(scale, 1.0);  // widen the filter when shrinking
   const double support = radius * stretch;

@@ -1,4 +1,4 @@
-// Resampling that matches Pillow's Image.resize for BILINEAR and BICUBIC: separable
+// Resampling that matches Pillow's Image.resize for BILINEAR, BICUBIC and LANCZOS: separable
 // convolution, horizontal pass then vertical, each rounding to 8 bits. When shrinking, the
 // filter is stretched by the shrink factor so every input pixel contributes (antialiasing).
 #pragma once
@@ -6,7 +6,7 @@
 
 namespace mminfer::image {
 
-enum class ResizeFilter { kBilinear, kBicubic };
+enum class ResizeFilter { kBilinear, kBicubic, kLanczos };
 
 Image resize(const Image& image, int width, int height, ResizeFilter filter);
 

@@ -6,6 +6,7 @@
 
 #include "generate/step_model.h"
 #include "modal/image/resize.h"
+#include "modal/image/tile_split.h"
 #include "pipelines/generation/folder_files.h"
 #include "pipelines/generation/generative_folder.h"
 
@@ -75,6 +76,19 @@ class VisionLanguageModel final : public generate::StepModel {
   std::optional<runtime::KvCache> cache_;
 };
 
+// PIL's resample codes in preprocessor_config.json; transformers' Idefics3 default is LANCZOS.
+image::ResizeFilter resample_filter(const json& pre, const fs::path& file) {
+  if (!pre.contains("resample") || pre["resample"].is_null()) return image::ResizeFilter::kLanczos;
+  const int code = pre["resample"].is_number_integer() ? pre["resample"].get<int>() : -1;
+  switch (code) {
+    case 1: return image::ResizeFilter::kLanczos;
+    case 2: return image::ResizeFilter::kBilinear;
+    case 3: return image::ResizeFilter::kBicubic;
+    default:
+      throw Error(file.string() + ": resample " + pre["resample"].dump() + " is not supported (1 LANCZOS, 2 BILINEAR, 3 BICUBIC)");
+  }
+}
+
 }  // namespace
 
 VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& options, DType kv_cache) {
@@ -91,7 +105,14 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
   const json& text = config.contains("text_config") ? config["text_config"] : config;
   context_ = positive_int(text, "max_position_embeddings", 0, config_file);
   if (pre.contains("size") && pre["size"].is_object()) size_ = static_cast<int>(positive_int(pre["size"], "longest_edge", size_, pre_file));
-  if (pre.value("do_image_splitting", false)) throw Error(pre_file.string() + ": image splitting is not supported yet");
+  filter_ = resample_filter(pre, pre_file);
+  if (pre.value("do_image_splitting", false)) {
+    if (!pre.contains("max_image_size") || !pre["max_image_size"].is_object())
+      throw Error(pre_file.string() + ": do_image_splitting needs max_image_size.longest_edge");
+    tile_ = static_cast<int>(positive_int(pre["max_image_size"], "longest_edge", 0, pre_file));
+    if (tile_ == 0) throw Error(pre_file.string() + ": do_image_splitting needs max_image_size.longest_edge");
+    if (!pre.value("do_resize", true)) size_ = 0;  // no longest-edge resize before the split
+  }
   if (pre.value("do_normalize", true)) {
     norm_.mean = float_triple(pre, "image_mean", {0.5f, 0.5f, 0.5f}, pre_file);
     norm_.std = float_triple(pre, "image_std", {0.5f, 0.5f, 0.5f}, pre_file);
@@ -102,8 +123,18 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
   features_.set_identity(model_identity(find_model_file(dir, "vision_encoder.onnx")));
   bool has_pixels = false;
   for (const ValueInfo& in : vision_->inputs()) {
-    if (in.name == "pixel_values") has_pixels = true, images_axis_ = in.has_shape && in.dims.size() == 5;
-    else if (in.name == "pixel_attention_mask") pixel_mask_ = true;
+    if (in.name == "pixel_values") {
+      has_pixels = true;
+      images_axis_ = in.has_shape && in.dims.size() == 5;
+      // The axis frames go on: the batch of a 4-D input, the images of a 5-D one.
+      if (in.has_shape && in.dims.size() >= 4) {
+        frame_per_run_ = in.dims[images_axis_ ? 1 : 0] == 1;
+        const int64_t h = in.dims[in.dims.size() - 2], w = in.dims.back();
+        if (tile_ && ((h > 0 && h != tile_) || (w > 0 && w != tile_)))
+          throw Error(dir.string() + ": vision_encoder.onnx takes " + std::to_string(w) + "x" + std::to_string(h) +
+                      " images but max_image_size.longest_edge is " + std::to_string(tile_));
+      }
+    } else if (in.name == "pixel_attention_mask") pixel_mask_ = true;
     else throw Error(dir.string() + ": vision_encoder.onnx takes '" + in.name + "' (known: pixel_values, pixel_attention_mask)");
   }
   if (!has_pixels) throw Error(dir.string() + ": vision_encoder.onnx takes no pixel_values");
@@ -114,13 +145,27 @@ VisionLanguage::VisionLanguage(const fs::path& dir, const SessionOptions& option
   if (!decoder_->has_input("inputs_embeds")) throw Error(decoder + ": the decoder takes no inputs_embeds");
 }
 
-std::string VisionLanguage::prompt_text(const std::string& question, bool with_image) const {
+// Idefics3's expansion of one image: each tile's block row by row (a newline ending each row),
+// then the global image's; an unsplit image has the global block only.
+std::string VisionLanguage::image_block(int rows, int cols) const {
+  std::string tokens;
+  for (int64_t i = 0; i < image_seq_len_; ++i) tokens += "<image>";
+  const std::string global = "<fake_token_around_image><global-img>" + tokens + "<fake_token_around_image>";
+  if (rows == 0 && cols == 0) return global;
+  std::string out;
+  for (int r = 1; r <= rows; ++r) {
+    for (int c = 1; c <= cols; ++c)
+      out += "<fake_token_around_image><row_" + std::to_string(r) + "_col_" + std::to_string(c) + ">" + tokens;
+    out += "\n";
+  }
+  return out + "\n" + global;
+}
+
+std::string VisionLanguage::prompt_text(const std::string& question, bool with_image, int rows, int cols) const {
   std::string text = template_ ? template_->render(ChatTemplate::user_turn(question, with_image), true)
                                : "<|im_start|>User:" + std::string(with_image ? "<image>" : "") + question +
                                      "<end_of_utterance>\nAssistant:";
-  std::string image = "<fake_token_around_image><global-img>";
-  for (int64_t i = 0; i < image_seq_len_; ++i) image += "<image>";
-  image += "<fake_token_around_image>";
+  const std::string image = image_block(rows, cols);
   std::string out;
   size_t images = 0;
   for (size_t at = 0;;) {  // every <image> the template wrote becomes the image's tokens
@@ -137,52 +182,96 @@ std::string VisionLanguage::prompt_text(const std::string& question, bool with_i
   return out;
 }
 
-std::vector<generate::TokenId> VisionLanguage::prompt_ids(const std::string& question, bool with_image) const {
-  text::Encoding e = tokenizer_->encode(prompt_text(question, with_image), false);
+std::vector<generate::TokenId> VisionLanguage::prompt_ids(const std::string& question, bool with_image, int rows,
+                                                          int cols) const {
+  text::Encoding e = tokenizer_->encode(prompt_text(question, with_image, rows, cols), false);
   return std::vector<generate::TokenId>(e.ids.begin(), e.ids.end());
 }
 
-Tensor VisionLanguage::pixels(const image::Image& img) const {
-  Tensor chw = image::to_chw(image::resize(img, size_, size_, image::ResizeFilter::kBilinear), norm_);
-  std::vector<Tensor> one = {chw};
-  return image::stack_batch(one);
+VisionLanguage::Frames VisionLanguage::frames(const image::Image& img) const {
+  Frames out;
+  std::vector<Tensor> chw;
+  if (tile_) {
+    image::TiledImage tiled = image::split_into_tiles(img, size_, tile_, filter_);
+    out.rows = tiled.rows, out.cols = tiled.cols;
+    for (const image::Image& frame : tiled.frames) chw.push_back(image::to_chw(frame, norm_));
+  } else {
+    chw.push_back(image::to_chw(image::resize(img, size_, size_, filter_), norm_));
+  }
+  out.pixels = image::stack_batch(chw);  // every frame is tile_ x tile_ (or size_ x size_)
+  return out;
 }
 
-Tensor VisionLanguage::encode_image(const Tensor& px) {
-  const int64_t h = px.dim(2), w = px.dim(3);
+// Features [1, frames * image_seq_len, width], the frames' rows in order.
+Tensor VisionLanguage::encode_frames(const Tensor& px) {
+  const int64_t n = px.dim(0);
+  if (!frame_per_run_) return run_encoder(px);
+  std::vector<Tensor> parts;
+  for (int64_t i = 0; i < n; ++i) parts.push_back(run_encoder(batch_row(px, i)));
+  int64_t rows = 0;
+  for (const Tensor& p : parts) rows += p.dim(1);
+  Tensor out = Tensor::empty(DType::kFloat32, {1, rows, parts[0].dim(2)});
+  char* at = static_cast<char*>(out.raw());
+  for (const Tensor& p : parts) {
+    if (p.dim(2) != out.dim(2)) throw Error("vision_encoder.onnx gave features of different widths for one image's frames");
+    std::memcpy(at, p.raw(), p.nbytes());
+    at += p.nbytes();
+  }
+  return out;
+}
+
+// One encoder run over px [frames, 3, H, W]: features [1, frames * image_seq_len, width].
+Tensor VisionLanguage::run_encoder(const Tensor& px) {
+  const int64_t n = px.dim(0), h = px.dim(2), w = px.dim(3);
   std::vector<NamedTensor> inputs;
   if (images_axis_) {
-    Tensor five = Tensor::empty(DType::kFloat32, {1, 1, 3, h, w});
+    Tensor five = Tensor::empty(DType::kFloat32, {1, n, 3, h, w});
     std::memcpy(five.raw(), px.raw(), px.nbytes());
     inputs.emplace_back("pixel_values", five);
   } else {
     inputs.emplace_back("pixel_values", px);
   }
-  if (pixel_mask_) {  // every pixel is the image's: no padding without splitting
-    Tensor mask = Tensor::empty(DType::kBool, images_axis_ ? Shape{1, 1, h, w} : Shape{1, h, w});
+  if (pixel_mask_) {  // frames of one size: no padding
+    Tensor mask = Tensor::empty(DType::kBool, images_axis_ ? Shape{1, n, h, w} : Shape{n, h, w});
     std::memset(mask.raw(), 1, mask.nbytes());
     inputs.emplace_back("pixel_attention_mask", mask);
   }
   std::vector<Tensor> out;
   Status st = vision_->run(inputs, &out);
   if (!st) throw Error(st.message());
-  if (out.empty() || out[0].dtype() != DType::kFloat32 || out[0].rank() != 3 || out[0].dim(0) != 1)
-    throw Error("expected float32 [1, positions, width] image features from vision_encoder.onnx");
-  return out[0];
+  if (out.empty() || out[0].dtype() != DType::kFloat32 || out[0].rank() != 3)
+    throw Error("expected float32 [frames, positions, width] image features from vision_encoder.onnx");
+  const int64_t rows = out[0].dim(0) * out[0].dim(1);
+  if (rows != n * image_seq_len_)
+    throw Error("vision_encoder.onnx gave " + std::to_string(rows) + " feature rows for " + std::to_string(n) +
+                " frames of image_seq_len " + std::to_string(image_seq_len_));
+  Tensor flat = Tensor::empty(DType::kFloat32, {1, rows, out[0].dim(2)});
+  std::memcpy(flat.raw(), out[0].raw(), out[0].nbytes());
+  return flat;
 }
 
 generate::DecodedSequence VisionLanguage::answer(const std::string& question, const image::Image* img,
                                                  generate::DecodeRequest request, generate::DecodeTimings* timings,
-                                                 double* encoder_ms) {
+                                                 double* encoder_ms, int* image_frames) {
   Tensor features;
+  Frames f;
   auto t0 = std::chrono::steady_clock::now();
   if (img) {
-    Tensor px = pixels(*img);
-    features = features_.rows("image", {content_digest(px)}, [&](const std::vector<size_t>&) { return encode_image(px); })[0];
+    f = frames(*img);
+    // Keyed by every frame's pixels: the digest covers the stacked tensor's shape and bytes.
+    features = features_.rows("image", {content_digest(f.pixels)}, [&](const std::vector<size_t>&) {
+      return encode_frames(f.pixels);
+    })[0];
   }
   if (encoder_ms) *encoder_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  request.prompts = {prompt_ids(question, img != nullptr)};
+  if (image_frames) *image_frames = img ? static_cast<int>(f.pixels.dim(0)) : 0;
+  request.prompts = {prompt_ids(question, img != nullptr, f.rows, f.cols)};
   if (request.context <= 0) request.context = context_;
+  const int64_t length = static_cast<int64_t>(request.prompts[0].size());
+  if (f.rows > 0 && request.context > 0 && length >= request.context)
+    throw Error("the image split into " + std::to_string(f.rows) + "x" + std::to_string(f.cols) + " tiles and a global image (" +
+                std::to_string(f.pixels.dim(0) * image_seq_len_) + " image tokens) makes a " + std::to_string(length) +
+                "-token prompt; the model's context is " + std::to_string(request.context) + " positions");
   VisionLanguageModel model(*decoder_, *embed_, image_token_, img ? &features : nullptr);
   return generate::decode(model, request, detokenizer(*tokenizer_), timings).at(0);
 }

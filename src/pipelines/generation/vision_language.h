@@ -10,10 +10,15 @@
 // Idefics3's form, "<|im_start|>User:<image>QUESTION<end_of_utterance>\nAssistant:". Either way
 // each <image> becomes <fake_token_around_image><global-img>, image_seq_len image tokens,
 // <fake_token_around_image>.
-// The vision encoder may take pixel_values as [1, 3, H, W] or, as transformers.js exports
-// SmolVLM, [batch, images, 3, H, W] with a pixel_attention_mask [batch, images, H, W] (all true).
 //
-// Not yet: image splitting into tiles (one image at the encoder's size).
+// With do_image_splitting (SmolVLM's folders), the image is split as Idefics3's processor does
+// (modal/image/tile_split.h): rows x cols tiles of max_image_size.longest_edge, then the global
+// image. Each tile's block, <fake_token_around_image><row_R_col_C> and image_seq_len image tokens,
+// comes first, a newline after each row, then "\n" and the global image's block.
+// The vision encoder may take pixel_values as [frames, 3, H, W] or, as transformers.js exports
+// SmolVLM, [batch, images, 3, H, W] with a pixel_attention_mask [batch, images, H, W] (all true:
+// every frame has the same size, so none is padded). The frames go in one run, or one run each
+// when the encoder's frame axis is fixed at 1.
 #pragma once
 #include <filesystem>
 #include <memory>
@@ -24,6 +29,7 @@
 #include "generate/decode_loop.h"
 #include "modal/image/image.h"
 #include "modal/image/normalize.h"
+#include "modal/image/resize.h"
 #include "modal/text/tokenizer.h"
 #include "pipelines/generation/chat_template.h"
 #include "pipelines/generation/feature_cache.h"
@@ -37,17 +43,27 @@ class VisionLanguage {
   // Throws Error naming the folder and what is missing or wrong.
   VisionLanguage(const std::filesystem::path& dir, const SessionOptions& options, DType kv_cache = DType::kFloat32);
 
-  // The prompt's text and token ids for a question about an image (or none).
-  std::string prompt_text(const std::string& question, bool with_image) const;
-  std::vector<generate::TokenId> prompt_ids(const std::string& question, bool with_image) const;
+  // An image as the folder's image processor makes it: float32 [frames, 3, H, W], the rows x cols
+  // tiles then the global image (rows = cols = 0: the one image, unsplit).
+  struct Frames {
+    Tensor pixels;
+    int rows = 0, cols = 0;
+  };
+  Frames frames(const image::Image& image) const;
+
+  // The prompt's text and token ids for a question about an image split into rows x cols tiles
+  // (0 x 0: unsplit), or none.
+  std::string prompt_text(const std::string& question, bool with_image, int rows = 0, int cols = 0) const;
+  std::vector<generate::TokenId> prompt_ids(const std::string& question, bool with_image, int rows = 0,
+                                            int cols = 0) const;
   // The folder's chat template; null when it has none (Idefics3's form is used).
   const ChatTemplate* chat_template() const { return template_ ? &*template_ : nullptr; }
-  // float32 [1, 3, H, W] as the folder's image processor makes it.
-  Tensor pixels(const image::Image& image) const;
 
-  // Answers one question; `image` may be null for a text-only question.
+  // Answers one question; `image` may be null for a text-only question. `image_frames`: how many
+  // frames the image went to the encoder as (0 without one).
   generate::DecodedSequence answer(const std::string& question, const image::Image* image, generate::DecodeRequest request,
-                                   generate::DecodeTimings* timings = nullptr, double* encoder_ms = nullptr);
+                                   generate::DecodeTimings* timings = nullptr, double* encoder_ms = nullptr,
+                                   int* image_frames = nullptr);
   const generate::GenerationConfig& config() const { return config_; }
   // The image features' cache (one per pipeline unless shared; null: none) and how often the
   // vision encoder ran.
@@ -55,12 +71,17 @@ class VisionLanguage {
 
 
  private:
-  int size_ = 384;
+  int size_ = 384;               // size.longest_edge
+  int tile_ = 0;                 // max_image_size.longest_edge when splitting; 0: no splitting
+  image::ResizeFilter filter_ = image::ResizeFilter::kLanczos;
   image::Normalization norm_;
   generate::TokenId image_token_ = -1;
   bool images_axis_ = false;     // pixel_values is [batch, images, 3, H, W]
   bool pixel_mask_ = false;      // the encoder takes pixel_attention_mask
-  Tensor encode_image(const Tensor& pixels);
+  bool frame_per_run_ = false;   // the encoder's frame axis is fixed at 1
+  std::string image_block(int rows, int cols) const;
+  Tensor encode_frames(const Tensor& pixels);
+  Tensor run_encoder(const Tensor& pixels);
   int64_t image_seq_len_ = 0;
   int64_t context_ = 0;
   generate::GenerationConfig config_;
