@@ -10,7 +10,15 @@ the sequence is what follows the prompt):
     the last one right after a closing timestamp, else later than it;
   - the first generated token is a timestamp no later than max_initial_index;
   - when the timestamps' summed probability exceeds the likeliest text token's, a timestamp is forced.
-Timestamp token i (timestamp_begin + i) stands for i * 0.02 s from the window's start."""
+Timestamp token i (timestamp_begin + i) stands for i * 0.02 s from the window's start.
+
+Long audio is decoded one window after another, as openai/whisper's transcribe() does: each window
+is the model's window length of audio from a seek position (zero-padded at the end); when a window's
+tokens hold a segment boundary (two timestamps in a row) and do not end with a single timestamp
+after text, its segments end at the last boundary and the next window starts at the first
+timestamp of that pair (where the last complete segment ended);
+else the next window starts right after this one. The advance is at least one timestamp step and
+at most one window."""
 import wave
 
 import numpy as np
@@ -98,6 +106,43 @@ def segments(tokens, timestamp_begin, eot, window_start, window_close, decode):
     for s in out:
         s["text"] = decode([x for x in s["tokens"] if x < timestamp_begin])
     return out
+
+
+def window_cut(tokens, timestamp_begin, eot):
+    """(kept, index): the tokens of one window that form its complete segments, and the timestamp
+    index (token - timestamp_begin) where the last of them ends and the next window starts, or None
+    to go on after the window.
+    The end token and whatever follows it are left out."""
+    body = list(tokens[:tokens.index(eot)]) if eot in tokens else list(tokens)
+    stamp = [t >= timestamp_begin for t in body]
+    single_ending = stamp[-2:] == [False, True]
+    pairs = [i for i in range(1, len(body)) if stamp[i - 1] and stamp[i]]
+    if pairs and not single_ending:  # through the pair's first timestamp, the last segment's end
+        return body[:pairs[-1]], body[pairs[-1] - 1] - timestamp_begin
+    return body, None
+
+
+def seek_advance(index, window_samples, rate):
+    """Samples from one window's start to the next's."""
+    if index is None:
+        return window_samples
+    step = max(1, round(SECONDS_PER_TIMESTAMP * rate))
+    return max(step, min(window_samples, round(index * SECONDS_PER_TIMESTAMP * rate)))
+
+
+def transcribe_seeking(samples, window_samples, rate, decode_window, timestamp_begin, eot, decode):
+    """Sequential long-form transcription. decode_window(padded window samples) gives the window's
+    new tokens. Returns (windows: [{"seek": samples, "start": seconds, "tokens"}], segments, text)."""
+    windows, segs, text, seek = [], [], "", 0
+    while seek < len(samples):
+        chunk = samples[seek:seek + window_samples]
+        tokens = decode_window(np.pad(chunk, (0, window_samples - len(chunk))))
+        kept, index = window_cut(tokens, timestamp_begin, eot)
+        segs += segments(kept, timestamp_begin, eot, seek / rate, (seek + len(chunk)) / rate, decode)
+        text += decode([t for t in kept if t < timestamp_begin])
+        windows.append(dict(seek=seek, start=seek / rate, tokens=list(tokens)))
+        seek += seek_advance(index, window_samples, rate)
+    return windows, segs, text.lstrip(" ")
 
 
 def format_time(seconds):

@@ -26,6 +26,7 @@ int cmd_transcribe(int argc, char** argv) {
         "  the text of each audio file (WAV, FLAC, Ogg, MP3...) with a Whisper-style folder (Optimum's\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and\n"
         "  the configs); audio longer than the model's window (30 s) is cut into windows decoded together\n"
+        "  (without --timestamps; with it they decode one after another, see below)\n"
         "  --language: the spoken language (detected from the first window when neither it nor the\n"
         "  folder says); --json prints {\"results\": [{\"input\", \"text\", \"language\", \"windows\",\n"
         "  \"tokens\", \"encoder_ms\", \"encoder_runs\", \"prefill_ms\", \"decode_ms\", \"decode_ms_per_token\"}]}\n"
@@ -33,7 +34,13 @@ int cmd_transcribe(int argc, char** argv) {
         "  --feature-cache-mb is 0)\n"
         "  --timestamps: Whisper's timestamp mode (the folder's <|0.00|>..<|30.00|> tokens); prints\n"
         "  FILE: then one line per segment, [mm:ss.mmm --> mm:ss.mmm] text, times from the audio's\n"
-        "  start; --json adds \"segments\": [{\"start\", \"end\", \"text\", \"tokens\"}] (seconds)\n"
+        "  start. Windows decode one after another as Whisper's long-form transcription does: when a\n"
+        "  window's tokens hold two timestamps in a row (and do not end in one timestamp after text),\n"
+        "  its segments end at the last such pair and the next window starts at that time, so a\n"
+        "  segment cut by the window's end is decoded again; else the next window follows this one.\n"
+        "  --json adds \"segments\": [{\"start\", \"end\", \"text\", \"tokens\"}] (seconds),\n"
+        "  \"window_starts\" (seconds) and \"window_tokens\" of the windows decoded; \"text\" holds\n"
+        "  the kept segments' tokens, \"tokens\" every window's\n"
         "  a bad file prints one error line and the others still run (exit status 1)\n",
         args.usage_stream());
     std::fputs(kDecoderPrecisionUsage, args.usage_stream());
@@ -79,6 +86,8 @@ int cmd_transcribe(int argc, char** argv) {
           for (const auto& seg : t.segments)
             segments.push_back({{"start", seg.start}, {"end", seg.end}, {"text", seg.text}, {"tokens", seg.tokens}});
           result["segments"] = std::move(segments);
+          result["window_starts"] = t.window_starts;
+          result["window_tokens"] = t.window_tokens;
         }
         json.add(std::move(result));
       } else if (options.timestamps) {

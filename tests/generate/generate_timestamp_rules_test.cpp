@@ -260,6 +260,39 @@ TEST(WhisperSegments, PairsOffsetByTheWindowAndAnOpenSegmentClosesAtTheWindowsEn
   EXPECT_DOUBLE_EQ(segs[1].end, 0.6);
 }
 
+TEST(WhisperSegments, AWindowEndsAtItsLastPairUnlessASingleTimestampEndsIt) {
+  using pipelines::seek_advance;
+  using pipelines::window_cut;
+  // b <|0.10|><|0.12|> c <|0.40|><|0.40|> d: the last complete segment ends at <|0.40|>.
+  std::vector<TokenId> tokens = {ts(0), 1, ts(5), ts(6), 2, ts(20), ts(20), 3};
+  auto cut = window_cut(tokens, kTs, kEot);
+  EXPECT_EQ(cut.kept, 6u);
+  ASSERT_TRUE(cut.timestamp.has_value());
+  EXPECT_EQ(*cut.timestamp, 20);
+  EXPECT_EQ(seek_advance(cut, 16000, 16000), 6400u);  // 0.40 s at 16 kHz
+  // The same up to the end token: what follows it does not count.
+  tokens = {ts(0), 1, ts(5), ts(5), 2, kEot, ts(9), ts(9)};
+  cut = window_cut(tokens, kTs, kEot);
+  EXPECT_EQ(cut.kept, 3u);
+  EXPECT_EQ(*cut.timestamp, 5);
+  // Ending with text then one timestamp: everything is kept and the whole window is passed.
+  tokens = {ts(0), 1, ts(5), ts(5), 2, ts(9), kEot};
+  cut = window_cut(tokens, kTs, kEot);
+  EXPECT_EQ(cut.kept, 6u);
+  EXPECT_FALSE(cut.timestamp.has_value());
+  EXPECT_EQ(seek_advance(cut, 16000, 16000), 16000u);
+  // No pair (an open segment, or no text at all): the whole window.
+  for (const auto& t : {std::vector<TokenId>{ts(0), 1, 2}, std::vector<TokenId>{ts(3), kEot}, std::vector<TokenId>{kEot},
+                        std::vector<TokenId>{}}) {
+    cut = window_cut(t, kTs, kEot);
+    EXPECT_FALSE(cut.timestamp.has_value());
+    EXPECT_EQ(seek_advance(cut, 480000, 16000), 480000u);
+  }
+  // A pair at <|0.00|> still moves one timestamp step; one past the window moves one window.
+  EXPECT_EQ(seek_advance({2, 0}, 480000, 16000), 320u);
+  EXPECT_EQ(seek_advance({2, 1200}, 16000, 16000), 16000u);
+}
+
 TEST(WhisperSegments, TimesPrintAsMinutesSecondsMilliseconds) {
   EXPECT_EQ(pipelines::format_timestamp(4.52), "00:04.520");
   EXPECT_EQ(pipelines::format_timestamp(61.04), "01:01.040");

@@ -132,20 +132,66 @@ std::string SpeechToText::detect_language(size_t rows) {
   return best;
 }
 
-std::span<const float> SpeechToText::window(const std::vector<float>& samples, size_t w) const {
-  size_t begin = w * static_cast<size_t>(window_samples_);
+std::span<const float> SpeechToText::window(const std::vector<float>& samples, size_t begin) const {
+  begin = std::min(begin, samples.size());
   size_t end = std::min(samples.size(), begin + static_cast<size_t>(window_samples_));
   return std::span<const float>(samples.data() + begin, end - begin);
 }
 
-Tensor SpeechToText::features(const std::vector<float>& samples, const std::vector<size_t>& windows) const {
+Tensor SpeechToText::features(const std::vector<float>& samples, const std::vector<size_t>& begins) const {
   const int64_t frames = logmel_->frames(window_samples_), mels = logmel_->options().n_mels;
-  Tensor batch = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(windows.size()), mels, frames});
-  for (size_t k = 0; k < windows.size(); ++k) {
-    Tensor f = logmel_->compute(window(samples, windows[k]));
+  Tensor batch = Tensor::empty(DType::kFloat32, {static_cast<int64_t>(begins.size()), mels, frames});
+  for (size_t k = 0; k < begins.size(); ++k) {
+    Tensor f = logmel_->compute(window(samples, begins[k]));
     std::memcpy(batch.data<float>() + k * mels * frames, f.raw(), f.nbytes());
   }
   return batch;
+}
+
+std::vector<generate::DecodedSequence> SpeechToText::decode_windows(const std::vector<float>& samples,
+                                                                    const std::vector<size_t>& begins,
+                                                                    std::string& language, const std::string& task,
+                                                                    const TranscribeOptions& options, Transcript& out) {
+  const size_t count = begins.size();
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> digests;
+  for (size_t begin : begins) digests.push_back(content_digest(window(samples, begin)));
+  std::vector<Tensor> rows = cached_.rows("audio", digests, [&](const std::vector<size_t>& items) {
+    std::vector<size_t> missing;
+    for (size_t i : items) missing.push_back(begins[i]);
+    std::vector<Tensor> states;
+    Status s = encoder_->run({{"input_features", features(samples, missing)}}, &states);
+    if (!s) throw Error(s.message());
+    if (states.empty()) throw Error("the encoder gave no output");
+    return states[0];
+  });
+  Tensor states = stack_rows(rows);
+  out.encoder_ms += ms_since(t0);
+  if (language.empty() && !languages_.empty()) {
+    decoder_->set_encoder_states(states);
+    language = detect_language(count);
+  }
+  generate::DecodeRequest request;
+  request.config = config_;
+  if (options.beams) request.config.num_beams = options.beams;
+  request.config.num_return_sequences = 1;
+  if (options.max_new_tokens) request.config.max_new_tokens = options.max_new_tokens;
+  request.context = context_;
+  if (options.timestamps) request.config.timestamps = timestamp_rules_;
+  request.prompts.assign(count, prompt(language, task, options.timestamps));
+  generate::DecodeTimings t;
+  decoder_->set_encoder_states(states, static_cast<int64_t>(std::max<size_t>(1, request.config.num_beams)));
+  const generate::DecodeFn detokenize = detokenizer(*tokenizer_);
+  std::vector<generate::DecodedSequence> decoded;
+  if (request.config.num_beams > 1) {
+    for (const auto& best : generate::beam_decode(*decoder_, request, &t))
+      decoded.push_back(generate::best_sequence(best, request.config, detokenize));
+  } else {
+    decoded = generate::decode(*decoder_, request, detokenize, &t);
+  }
+  out.timings.add(t);
+  for (const auto& d : decoded) out.tokens.insert(out.tokens.end(), d.tokens.begin(), d.tokens.end());
+  return decoded;
 }
 
 Transcript SpeechToText::transcribe(const std::vector<float>& samples, const TranscribeOptions& options) {
@@ -168,68 +214,39 @@ Transcript SpeechToText::transcribe(const std::vector<float>& samples, const Tra
       if (id == *forced_task_) task = name;
 
   Transcript out;
-  const size_t windows = (samples.size() + window_samples_ - 1) / window_samples_;
-  out.windows = windows;
-  const size_t per_batch = std::max<size_t>(1, options.windows_per_batch);
+  const size_t span = static_cast<size_t>(window_samples_);
   const generate::DecodeFn detokenize = detokenizer(*tokenizer_);
-  for (size_t first = 0; first < windows; first += per_batch) {
-    size_t count = std::min(per_batch, windows - first);
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::string> digests;
-    for (size_t w = first; w < first + count; ++w) digests.push_back(content_digest(window(samples, w)));
-    std::vector<Tensor> rows = cached_.rows("audio", digests, [&](const std::vector<size_t>& items) {
-      std::vector<size_t> windows;
-      for (size_t i : items) windows.push_back(first + i);
-      std::vector<Tensor> states;
-      Status s = encoder_->run({{"input_features", features(samples, windows)}}, &states);
-      if (!s) throw Error(s.message());
-      if (states.empty()) throw Error("the encoder gave no output");
-      return states[0];
-    });
-    std::vector<Tensor> states = {stack_rows(rows)};
-    out.encoder_ms += ms_since(t0);
-    if (language.empty() && !languages_.empty()) {
-      decoder_->set_encoder_states(states[0]);
-      language = detect_language(count);
+  if (!options.timestamps) {
+    // Fixed cuts, decoded together in batches.
+    const size_t windows = (samples.size() + span - 1) / span;
+    out.windows = windows;
+    const size_t per_batch = std::max<size_t>(1, options.windows_per_batch);
+    for (size_t first = 0; first < windows; first += per_batch) {
+      std::vector<size_t> begins;
+      for (size_t w = first; w < std::min(windows, first + per_batch); ++w) begins.push_back(w * span);
+      for (const auto& d : decode_windows(samples, begins, language, task, options, out)) out.text += d.text;
     }
-    generate::DecodeRequest request;
-    request.config = config_;
-    if (options.beams) request.config.num_beams = options.beams;
-    request.config.num_return_sequences = 1;
-    if (options.max_new_tokens) request.config.max_new_tokens = options.max_new_tokens;
-    request.context = context_;
-    if (options.timestamps) request.config.timestamps = timestamp_rules_;
-    request.prompts.assign(count, prompt(language, task, options.timestamps));
-    generate::DecodeTimings t;
-    decoder_->set_encoder_states(states[0], static_cast<int64_t>(std::max<size_t>(1, request.config.num_beams)));
-    std::vector<generate::DecodedSequence> decoded;
-    if (request.config.num_beams > 1) {
-      for (const auto& best : generate::beam_decode(*decoder_, request, &t))
-        decoded.push_back(generate::best_sequence(best, request.config, detokenize));
-    } else {
-      decoded = generate::decode(*decoder_, request, detokenize, &t);
-    }
-    for (size_t w = 0; w < decoded.size(); ++w) {
-      const auto& d = decoded[w];
-      out.tokens.insert(out.tokens.end(), d.tokens.begin(), d.tokens.end());
-      if (!options.timestamps) {
-        out.text += d.text;
-        continue;
-      }
+  } else {
+    // One window after another, each from where the last one's complete segments ended.
+    const generate::TokenId begin = timestamp_rules_->timestamp_begin;
+    const double rate = sample_rate();
+    for (size_t seek = 0; seek < samples.size();) {
+      const generate::DecodedSequence d = decode_windows(samples, {seek}, language, task, options, out).front();
+      const WindowCut cut = window_cut(d.tokens, begin, timestamp_rules_->eot);
+      const std::span<const generate::TokenId> kept(d.tokens.data(), cut.kept);
       // The text leaves the timestamps out (Whisper's tokenizer.json does not mark them special).
-      const generate::TokenId begin = timestamp_rules_->timestamp_begin;
       std::vector<generate::TokenId> words;
-      for (generate::TokenId t : d.tokens)
+      for (generate::TokenId t : kept)
         if (t < begin) words.push_back(t);
       out.text += detokenize(words);
-      const size_t window_begin = (first + w) * static_cast<size_t>(window_samples_);
-      const size_t window_end = std::min(samples.size(), window_begin + static_cast<size_t>(window_samples_));
-      const double rate = sample_rate();
-      auto segments = timestamp_segments(d.tokens, begin, timestamp_rules_->eot, window_begin / rate, window_end / rate,
-                                         detokenize);
+      const size_t close = std::min(samples.size(), seek + span);
+      auto segments = timestamp_segments(kept, begin, timestamp_rules_->eot, seek / rate, close / rate, detokenize);
       out.segments.insert(out.segments.end(), segments.begin(), segments.end());
+      out.window_starts.push_back(seek / rate);
+      out.window_tokens.push_back(d.tokens);
+      seek += seek_advance(cut, span, sample_rate());
     }
-    out.timings.add(t);
+    out.windows = out.window_starts.size();
   }
   size_t lead = out.text.find_first_not_of(' ');
   out.text = lead == std::string::npos ? "" : out.text.substr(lead);

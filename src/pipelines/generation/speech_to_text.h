@@ -4,8 +4,10 @@
 // preprocessor_config.json (log-mel settings and the window length) and tokenizer.json.
 // Audio is cut into windows of the model's length (30 s for Whisper); the windows decode together
 // as the rows of one batch and their texts are joined. With timestamps the prompt leaves out
-// <|notimestamps|>, Whisper's timestamp rules shape each step and every window's tokens become
-// timed segments offset by the window's start.
+// <|notimestamps|>, Whisper's timestamp rules shape each step, and the windows decode one after
+// another as Whisper's long-form transcription does: a window's complete segments end at its last
+// pair of timestamps and the next window starts there (window_cut in whisper_segments.h), so a
+// segment cut by the window's end is decoded again whole. Segments are offset by their window's start.
 #pragma once
 #include <filesystem>
 #include <map>
@@ -28,7 +30,7 @@ struct TranscribeOptions {
   std::string language;  // "en", "<|en|>" or empty: the folder's forced language, else detected
   std::string task;  // "transcribe" or "translate"; empty: the folder's forced task, else transcribe
   size_t max_new_tokens = 0;        // 0: the folder's generation_config
-  size_t windows_per_batch = 8;     // windows decoded together (bounds the cache's memory)
+  size_t windows_per_batch = 8;     // windows decoded together without timestamps (bounds the cache's memory)
   size_t beams = 0;                 // > 1: beam search; 0: the folder's num_beams
   bool timestamps = false;          // timed segments (needs the folder's timestamp tokens)
 };
@@ -39,6 +41,9 @@ struct Transcript {
   size_t windows = 0;
   std::vector<generate::TokenId> tokens;  // every window's new tokens, in order
   std::vector<TimedSegment> segments;     // with timestamps: every window's, in order
+  // With timestamps: each window decoded, its start (seconds from the audio's start) and new tokens.
+  std::vector<double> window_starts;
+  std::vector<std::vector<generate::TokenId>> window_tokens;
   generate::DecodeTimings timings;        // summed over the batches
   double encoder_ms = 0;
 };
@@ -60,8 +65,14 @@ class SpeechToText {
  private:
   std::vector<generate::TokenId> prompt(const std::string& language, const std::string& task, bool timestamps) const;
   std::string detect_language(size_t rows);
-  std::span<const float> window(const std::vector<float>& samples, size_t w) const;
-  Tensor features(const std::vector<float>& samples, const std::vector<size_t>& windows) const;
+  // The window of audio from sample `begin` (shorter at the clip's end).
+  std::span<const float> window(const std::vector<float>& samples, size_t begin) const;
+  Tensor features(const std::vector<float>& samples, const std::vector<size_t>& begins) const;
+  // Encodes and decodes the windows starting at `begins` as one batch; detects the language on
+  // the first call when `language` is empty. Adds the times to `out`.
+  std::vector<generate::DecodedSequence> decode_windows(const std::vector<float>& samples, const std::vector<size_t>& begins,
+                                                        std::string& language, const std::string& task,
+                                                        const TranscribeOptions& options, Transcript& out);
 
   std::filesystem::path dir_;
   std::unique_ptr<audio::LogMel> logmel_;

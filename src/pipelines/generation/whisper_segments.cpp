@@ -52,6 +52,26 @@ std::vector<TimedSegment> timestamp_segments(std::span<const generate::TokenId> 
   return out;
 }
 
+WindowCut window_cut(std::span<const generate::TokenId> tokens, generate::TokenId timestamp_begin, generate::TokenId eot) {
+  const size_t n = static_cast<size_t>(std::find(tokens.begin(), tokens.end(), eot) - tokens.begin());
+  auto stamp = [&](size_t i) { return tokens[i] >= timestamp_begin; };
+  const bool single_ending = n >= 2 && stamp(n - 1) && !stamp(n - 2);
+  WindowCut cut{n, std::nullopt};
+  if (single_ending) return cut;
+  for (size_t i = n; i-- > 1;)
+    if (stamp(i) && stamp(i - 1)) return {i, static_cast<int64_t>(tokens[i - 1] - timestamp_begin)};
+  return cut;
+}
+
+size_t seek_advance(const WindowCut& cut, size_t window_samples, int sample_rate) {
+  if (!cut.timestamp) return window_samples;
+  const auto samples = [&](double index) {
+    return static_cast<size_t>(std::llround(index * kSecondsPerTimestamp * sample_rate));
+  };
+  const size_t step = std::max<size_t>(1, samples(1));
+  return std::clamp(samples(static_cast<double>(*cut.timestamp)), step, std::max(step, window_samples));
+}
+
 std::string format_timestamp(double seconds) {
   // Half-way milliseconds round to even, as Python's round() does for the reference.
   long long ms = static_cast<long long>(std::nearbyint(seconds * 1000.0));
