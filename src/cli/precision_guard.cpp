@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "core/cosine.h"
-#include "runtime/profiler.h"
+#include "core/json_string.h"
 
 namespace mminfer::cli {
 
@@ -157,12 +157,12 @@ std::string GuardReport::to_json() const {
   };
   auto names = [](const std::vector<std::string>& v) {
     std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", \"" : "\"") + runtime::json_escape(v[i]) + "\"";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", \"" : "\"") + json_escape(v[i]) + "\"";
     return s + "]";
   };
   std::string s = "{\"min_cosine\": " + num(min_cosine) + ", \"outputs\": [";
   for (size_t i = 0; i < outputs.size(); ++i)
-    s += std::string(i ? ", " : "") + "{\"name\": \"" + runtime::json_escape(outputs[i].name) + "\", \"min_cosine\": " +
+    s += std::string(i ? ", " : "") + "{\"name\": \"" + json_escape(outputs[i].name) + "\", \"min_cosine\": " +
          num(outputs[i].min_cosine) + ", \"mean_cosine\": " + num(outputs[i].mean_cosine) +
          ", \"max_abs_error\": " + num(outputs[i].max_abs_error) + "}";
   std::vector<std::string> in_int8, in_fp16;
@@ -173,7 +173,7 @@ std::string GuardReport::to_json() const {
   s += "], \"int8_layers\": " + names(in_int8) + ", \"fp16_layers\": " + names(in_fp16) +
        ", \"fp32_fallback\": " + names(fp32_fallback) + ", \"sensitivity\": [";
   for (size_t i = 0; i < sensitivity.size(); ++i)
-    s += std::string(i ? ", " : "") + "{\"layer\": \"" + runtime::json_escape(sensitivity[i].first) +
+    s += std::string(i ? ", " : "") + "{\"layer\": \"" + json_escape(sensitivity[i].first) +
          "\", \"min_cosine_alone\": " + num(sensitivity[i].second) + "}";
   return s + "]}";
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "core/json_string.h"
 #include "generate/jinja_ast.h"
 #include "generate/jinja_template.h"
 #include "mminfer/status.h"
@@ -100,25 +101,7 @@ void dump_json(const Value& v, int indent, int depth, std::string& out) {
   };
   if (v.is_string()) {
     out += '"';
-    for (unsigned char c : v.get_ref<const std::string&>()) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out += buf;
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-    }
+    append_json_escaped(out, v.get_ref<const std::string&>());
     out += '"';
   } else if (v.is_array() || v.is_object()) {
     bool array = v.is_array();

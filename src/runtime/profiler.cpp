@@ -1,10 +1,10 @@
 #include "runtime/profiler.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <fstream>
 
+#include "core/json_string.h"
 #include "mminfer/status.h"
 
 namespace mminfer::runtime {
@@ -13,29 +13,6 @@ Profiler::Profiler() : origin_(std::chrono::steady_clock::now()) {}
 
 int64_t Profiler::now_us() const {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - origin_).count();
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
 }
 
 std::vector<Profiler::OpTotal> Profiler::totals(size_t first) const {

@@ -34,6 +34,4 @@ class Profiler {
   std::vector<TraceEvent> events_;
 };
 
-std::string json_escape(const std::string& s);
-
 }  // namespace mminfer::runtime

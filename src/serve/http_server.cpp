@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "core/json_string.h"
 #include "mminfer/status.h"
 
 namespace mminfer::serve {
@@ -54,10 +55,7 @@ std::string framing_problem(const http::request_header<>& h) {
 
 std::string error_json(std::string_view message) {
   std::string out = "{\"error\": \"";
-  for (char c : message) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
-  }
+  append_json_escaped(out, message);
   return out + "\"}";
 }
 

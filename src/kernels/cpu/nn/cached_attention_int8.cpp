@@ -1,86 +1,33 @@
-// AVX2 twin of the INT8-cache loops (cached_attention_int8.h): 8 codes per load.
-#include "kernels/cpu/nn/cached_attention_int8.h"
-
-#include <immintrin.h>
-
+// AVX2 ops for the INT8-cache loops (cached_attention_int8_body.h): 8 codes per load.
 #include "core/cpu_features.h"
-#include "core/int8_rows.h"
+#include "kernels/cpu/nn/cached_attention_int8_body.h"
 
 namespace mminfer::kernels::cached_attention {
 
 namespace {
 
-inline __m256 widen8(const int8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
-
-float tail_dot(const float* q, const int8_t* codes, int64_t from, int64_t d) {
-  float acc = 0.f;
-  for (int64_t c = from; c < d; ++c) acc += q[c] * static_cast<float>(codes[c]);
-  return acc;
-}
+struct Avx2Ops {
+  using V = __m256;
+  static constexpr int64_t kWidth = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V widen(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static __m256 ymm(V v) { return v; }
+};
 
 }  // namespace
 
 void int8_scores_avx2(const float* q, const int8_t* k, int64_t stride, int64_t n, int64_t d, float* s) {
-  const int64_t body = d & ~int64_t{7};
-  int64_t j = 0;
-  // Four rows per pass over q, one horizontal reduction for the four.
-  for (; j + 4 <= n; j += 4) {
-    const int8_t* r = k + j * stride;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t c = 0; c < body; c += 8) {
-      __m256 qv = _mm256_loadu_ps(q + c);
-      a0 = _mm256_fmadd_ps(qv, widen8(r + c), a0);
-      a1 = _mm256_fmadd_ps(qv, widen8(r + stride + c), a1);
-      a2 = _mm256_fmadd_ps(qv, widen8(r + 2 * stride + c), a2);
-      a3 = _mm256_fmadd_ps(qv, widen8(r + 3 * stride + c), a3);
-    }
-    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    alignas(16) float four[4];
-    _mm_store_ps(four, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-    for (int i = 0; i < 4; ++i) {
-      const int8_t* row = r + i * stride;
-      s[j + i] = (four[i] + tail_dot(q, row, body, d)) * int8_rows::scale_of(row, d);
-    }
-  }
-  for (; j < n; ++j) {
-    const int8_t* row = k + j * stride;
-    __m256 a = _mm256_setzero_ps();
-    for (int64_t c = 0; c < body; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), widen8(row + c), a);
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    s[j] = (_mm_cvtss_f32(x) + tail_dot(q, row, body, d)) * int8_rows::scale_of(row, d);
-  }
+  int8_scores<Avx2Ops>(q, k, stride, n, d, s);
 }
 
 void int8_accumulate_avx2(const float* w, const int8_t* v, int64_t stride, int64_t n, int64_t dv, float* out) {
-  const int64_t body = dv & ~int64_t{7};
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const int8_t* r = v + j * stride;
-    float ws[4];
-    for (int i = 0; i < 4; ++i) ws[i] = w[j + i] * int8_rows::scale_of(r + i * stride, dv);
-    const __m256 w0 = _mm256_set1_ps(ws[0]), w1 = _mm256_set1_ps(ws[1]), w2 = _mm256_set1_ps(ws[2]), w3 = _mm256_set1_ps(ws[3]);
-    for (int64_t c = 0; c < body; c += 8) {
-      __m256 o = _mm256_loadu_ps(out + c);
-      o = _mm256_fmadd_ps(w0, widen8(r + c), o);
-      o = _mm256_fmadd_ps(w1, widen8(r + stride + c), o);
-      o = _mm256_fmadd_ps(w2, widen8(r + 2 * stride + c), o);
-      o = _mm256_fmadd_ps(w3, widen8(r + 3 * stride + c), o);
-      _mm256_storeu_ps(out + c, o);
-    }
-    for (int64_t c = body; c < dv; ++c)
-      for (int i = 0; i < 4; ++i) out[c] += ws[i] * static_cast<float>(r[i * stride + c]);
-  }
-  for (; j < n; ++j) {
-    const int8_t* row = v + j * stride;
-    const float wj = w[j] * int8_rows::scale_of(row, dv);
-    const __m256 wv = _mm256_set1_ps(wj);
-    for (int64_t c = 0; c < body; c += 8) _mm256_storeu_ps(out + c, _mm256_fmadd_ps(wv, widen8(row + c), _mm256_loadu_ps(out + c)));
-    for (int64_t c = body; c < dv; ++c) out[c] += wj * static_cast<float>(row[c]);
-  }
+  int8_accumulate<Avx2Ops>(w, v, stride, n, dv, out);
 }
 
 bool int8_uses_avx512() {

@@ -1,0 +1,91 @@
+// The INT8-cache loops of cached attention (cached_attention_int8.h), written once over an ISA's
+// operations. Each ISA's file defines its Ops and includes this; everything here has internal
+// linkage, so the copies built with different instruction sets never meet at link time.
+//
+// Ops provides: V (a float vector), kWidth (its lanes), zero, load, store, set1, fmadd,
+// widen(p) (kWidth int8 codes as floats) and ymm(v) (v folded to 8 lanes, the summing order
+// the AVX2 reduction below starts from).
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "core/int8_rows.h"
+#include "kernels/cpu/nn/cached_attention_int8.h"
+
+namespace mminfer::kernels::cached_attention {
+namespace {
+
+inline float tail_dot(const float* q, const int8_t* codes, int64_t from, int64_t d) {
+  float acc = 0.f;
+  for (int64_t c = from; c < d; ++c) acc += q[c] * static_cast<float>(codes[c]);
+  return acc;
+}
+
+template <class Ops>
+void int8_scores(const float* q, const int8_t* k, int64_t stride, int64_t n, int64_t d, float* s) {
+  using V = typename Ops::V;
+  const int64_t body = d & ~int64_t{Ops::kWidth - 1};
+  int64_t j = 0;
+  // Four rows per pass over q, one horizontal reduction for the four.
+  for (; j + 4 <= n; j += 4) {
+    const int8_t* r = k + j * stride;
+    V a0 = Ops::zero(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t c = 0; c < body; c += Ops::kWidth) {
+      V qv = Ops::load(q + c);
+      a0 = Ops::fmadd(qv, Ops::widen(r + c), a0);
+      a1 = Ops::fmadd(qv, Ops::widen(r + stride + c), a1);
+      a2 = Ops::fmadd(qv, Ops::widen(r + 2 * stride + c), a2);
+      a3 = Ops::fmadd(qv, Ops::widen(r + 3 * stride + c), a3);
+    }
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(Ops::ymm(a0), Ops::ymm(a1)), _mm256_hadd_ps(Ops::ymm(a2), Ops::ymm(a3)));
+    alignas(16) float four[4];
+    _mm_store_ps(four, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    for (int i = 0; i < 4; ++i) {
+      const int8_t* row = r + i * stride;
+      s[j + i] = (four[i] + tail_dot(q, row, body, d)) * int8_rows::scale_of(row, d);
+    }
+  }
+  for (; j < n; ++j) {
+    const int8_t* row = k + j * stride;
+    V a = Ops::zero();
+    for (int64_t c = 0; c < body; c += Ops::kWidth) a = Ops::fmadd(Ops::load(q + c), Ops::widen(row + c), a);
+    const __m256 h = Ops::ymm(a);
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    s[j] = (_mm_cvtss_f32(x) + tail_dot(q, row, body, d)) * int8_rows::scale_of(row, d);
+  }
+}
+
+template <class Ops>
+void int8_accumulate(const float* w, const int8_t* v, int64_t stride, int64_t n, int64_t dv, float* out) {
+  using V = typename Ops::V;
+  const int64_t body = dv & ~int64_t{Ops::kWidth - 1};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const int8_t* r = v + j * stride;
+    float ws[4];
+    for (int i = 0; i < 4; ++i) ws[i] = w[j + i] * int8_rows::scale_of(r + i * stride, dv);
+    const V w0 = Ops::set1(ws[0]), w1 = Ops::set1(ws[1]), w2 = Ops::set1(ws[2]), w3 = Ops::set1(ws[3]);
+    for (int64_t c = 0; c < body; c += Ops::kWidth) {
+      V o = Ops::load(out + c);
+      o = Ops::fmadd(w0, Ops::widen(r + c), o);
+      o = Ops::fmadd(w1, Ops::widen(r + stride + c), o);
+      o = Ops::fmadd(w2, Ops::widen(r + 2 * stride + c), o);
+      o = Ops::fmadd(w3, Ops::widen(r + 3 * stride + c), o);
+      Ops::store(out + c, o);
+    }
+    for (int64_t c = body; c < dv; ++c)
+      for (int i = 0; i < 4; ++i) out[c] += ws[i] * static_cast<float>(r[i * stride + c]);
+  }
+  for (; j < n; ++j) {
+    const int8_t* row = v + j * stride;
+    const float wj = w[j] * int8_rows::scale_of(row, dv);
+    const V wv = Ops::set1(wj);
+    for (int64_t c = 0; c < body; c += Ops::kWidth) Ops::store(out + c, Ops::fmadd(wv, Ops::widen(row + c), Ops::load(out + c)));
+    for (int64_t c = body; c < dv; ++c) out[c] += wj * static_cast<float>(row[c]);
+  }
+}
+
+}  // namespace
+}  // namespace mminfer::kernels::cached_attention
