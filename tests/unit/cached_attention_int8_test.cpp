@@ -15,7 +15,7 @@
 #include "core/int8_rows.h"
 #include "kernels/cpu/nn/cached_attention.h"
 #include "kernels/cpu/nn/cached_attention_int8.h"
-#include "runtime/kernel_registry.h"
+#include "kernel_run.h"
 
 using mminfer::Attributes;
 using mminfer::DType;
@@ -42,27 +42,7 @@ std::vector<int8_t> quantized(const std::vector<float>& x, int64_t n, int64_t di
 
 std::vector<Tensor> run_op(const std::string& op, const std::string& domain, const Attributes& attrs,
                            const std::vector<const Tensor*>& inputs, size_t num_outputs) {
-  mminfer::kernels::KernelSpec spec;
-  spec.name = spec.op_type = op;
-  spec.domain = domain;
-  spec.opset = 1;
-  spec.attrs = &attrs;
-  spec.num_inputs = inputs.size();
-  spec.num_outputs = num_outputs;
-  for (const Tensor* t : inputs) {
-    spec.input_dtypes.push_back(t ? t->dtype() : DType::kUndefined);
-    spec.constant_inputs.push_back(nullptr);
-  }
-  auto kernel = mminfer::runtime::kernel_registry().create(spec);
-  mminfer::kernels::Inputs in(inputs.begin(), inputs.end());
-  std::vector<mminfer::kernels::TensorDesc> d(num_outputs);
-  kernel->infer(in, d);
-  std::vector<Tensor> owned;
-  for (size_t i = 0; i < num_outputs; ++i) owned.push_back(Tensor::empty(d[i].dtype, d[i].shape));
-  mminfer::kernels::Outputs out;
-  for (auto& t : owned) out.push_back(&t);
-  kernel->run(in, out);
-  return owned;
+  return mminfer::testing::run_kernel(op, domain, 1, attrs, inputs, num_outputs);
 }
 
 Tensor filled(DType dtype, const Shape& shape, const std::vector<float>& values) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/nn/cached_attention.h"
-#include "runtime/kernel_registry.h"
+#include "kernel_run.h"
 
 using mminfer::Attributes;
 using mminfer::DType;
@@ -32,30 +32,10 @@ Tensor int32_tensor(const Shape& s, const std::vector<int32_t>& v) {
   return t;
 }
 
-// Creates the kernel, infers and runs it; outputs go into `outs` (allocated unless given).
+// A contrib attention op run once; outputs go into `given` where it names them.
 std::vector<Tensor> run_op(const std::string& op, const Attributes& attrs, const std::vector<const Tensor*>& inputs,
                            size_t num_outputs, std::vector<Tensor*> given = {}) {
-  mminfer::kernels::KernelSpec spec;
-  spec.name = spec.op_type = op;
-  spec.domain = "com.microsoft";
-  spec.opset = 1;
-  spec.attrs = &attrs;
-  spec.num_inputs = inputs.size();
-  spec.num_outputs = num_outputs;
-  for (const Tensor* t : inputs) {
-    spec.input_dtypes.push_back(t ? t->dtype() : DType::kUndefined);
-    spec.constant_inputs.push_back(nullptr);
-  }
-  auto kernel = mminfer::runtime::kernel_registry().create(spec);
-  mminfer::kernels::Inputs in(inputs.begin(), inputs.end());
-  std::vector<mminfer::kernels::TensorDesc> d(num_outputs);
-  kernel->infer(in, d);
-  std::vector<Tensor> owned;
-  for (size_t i = 0; i < num_outputs; ++i) owned.push_back(Tensor::empty(d[i].dtype, d[i].shape));
-  mminfer::kernels::Outputs out;
-  for (size_t i = 0; i < num_outputs; ++i) out.push_back(i < given.size() && given[i] ? given[i] : &owned[i]);
-  kernel->run(in, out);
-  return owned;
+  return mminfer::testing::run_kernel(op, "com.microsoft", 1, attrs, inputs, num_outputs, {}, given);
 }
 
 // softmax(scale * q·k_j (soft-capped), j in [lo, hi)) · v, in double.

@@ -18,28 +18,38 @@ inline std::vector<float> normal(size_t n, unsigned seed, float scale = 1.f, flo
 }
 
 // Creates the kernel for `op` with the inputs whose `constant` flag is set offered as constants
-// (so weights are packed at creation), infers and runs it once; returns its first output.
-inline Tensor run_kernel_once(const std::string& op, const std::string& domain, int opset, const Attributes& attrs,
-                              const std::vector<const Tensor*>& inputs, const std::vector<bool>& constant) {
+// (so weights are packed at creation), infers and runs it once; returns its outputs. An output
+// given in `into` is written there (the returned tensor for it is then left unwritten).
+inline std::vector<Tensor> run_kernel(const std::string& op, const std::string& domain, int opset, const Attributes& attrs,
+                                      const std::vector<const Tensor*>& inputs, size_t num_outputs,
+                                      const std::vector<bool>& constant = {}, const std::vector<Tensor*>& into = {}) {
   kernels::KernelSpec spec;
   spec.name = spec.op_type = op;
   spec.domain = domain;
   spec.opset = opset;
   spec.attrs = &attrs;
   spec.num_inputs = inputs.size();
-  spec.num_outputs = 1;
+  spec.num_outputs = num_outputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     spec.input_dtypes.push_back(inputs[i] ? inputs[i]->dtype() : DType::kUndefined);
     spec.constant_inputs.push_back(i < constant.size() && constant[i] ? inputs[i] : nullptr);
   }
   auto kernel = runtime::kernel_registry().create(spec);
   kernels::Inputs in(inputs.begin(), inputs.end());
-  std::vector<kernels::TensorDesc> d(1);
+  std::vector<kernels::TensorDesc> d(num_outputs);
   kernel->infer(in, d);
-  Tensor y = Tensor::empty(d[0].dtype, d[0].shape);
-  kernels::Outputs out = {&y};
+  std::vector<Tensor> owned;
+  for (size_t i = 0; i < num_outputs; ++i) owned.push_back(Tensor::empty(d[i].dtype, d[i].shape));
+  kernels::Outputs out;
+  for (size_t i = 0; i < num_outputs; ++i) out.push_back(i < into.size() && into[i] ? into[i] : &owned[i]);
   kernel->run(in, out);
-  return y;
+  return owned;
+}
+
+// The same for a kernel's first output alone.
+inline Tensor run_kernel_once(const std::string& op, const std::string& domain, int opset, const Attributes& attrs,
+                              const std::vector<const Tensor*>& inputs, const std::vector<bool>& constant) {
+  return run_kernel(op, domain, opset, attrs, inputs, 1, constant).at(0);
 }
 
 }  // namespace mminfer::testing
