@@ -27,11 +27,7 @@ float dot(const float* a, const float* b, int64_t n) {
     __m256i m = vmath::tail_mask(std::min<int64_t>(8, n - i));
     acc0 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), acc0);
   }
-  __m256 s = _mm256_add_ps(acc0, acc1);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_movehdup_ps(h));
-  return _mm_cvtss_f32(h);
+  return vmath::hsum(_mm256_add_ps(acc0, acc1));
 }
 
 // out[0..4) = q · k_r for the four rows k, k + stride, ...: one pass over q for four keys, and one
@@ -48,8 +44,7 @@ void dot4(const float* q, const float* k, int64_t stride, int64_t n, float* out)
     a2 = _mm256_fmadd_ps(qv, row(2), a2);
     a3 = _mm256_fmadd_ps(qv, row(3), a3);
   }
-  __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  _mm_storeu_ps(out, vmath::sum4(a0, a1, a2, a3));
 }
 
 // y[0, n) += a * x[0, n)

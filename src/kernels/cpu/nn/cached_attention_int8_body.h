@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/int8_rows.h"
+#include "kernels/cpu/common/vector_math.h"
 #include "kernels/cpu/nn/cached_attention_int8.h"
 
 namespace mminfer::kernels::cached_attention {
@@ -37,9 +38,8 @@ void int8_scores(const float* q, const int8_t* k, int64_t stride, int64_t n, int
       a2 = Ops::fmadd(qv, Ops::widen(r + 2 * stride + c), a2);
       a3 = Ops::fmadd(qv, Ops::widen(r + 3 * stride + c), a3);
     }
-    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(Ops::ymm(a0), Ops::ymm(a1)), _mm256_hadd_ps(Ops::ymm(a2), Ops::ymm(a3)));
     alignas(16) float four[4];
-    _mm_store_ps(four, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    _mm_store_ps(four, vmath::sum4(Ops::ymm(a0), Ops::ymm(a1), Ops::ymm(a2), Ops::ymm(a3)));
     for (int i = 0; i < 4; ++i) {
       const int8_t* row = r + i * stride;
       s[j + i] = (four[i] + tail_dot(q, row, body, d)) * int8_rows::scale_of(row, d);
@@ -49,11 +49,7 @@ void int8_scores(const float* q, const int8_t* k, int64_t stride, int64_t n, int
     const int8_t* row = k + j * stride;
     V a = Ops::zero();
     for (int64_t c = 0; c < body; c += Ops::kWidth) a = Ops::fmadd(Ops::load(q + c), Ops::widen(row + c), a);
-    const __m256 h = Ops::ymm(a);
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    s[j] = (_mm_cvtss_f32(x) + tail_dot(q, row, body, d)) * int8_rows::scale_of(row, d);
+    s[j] = (vmath::hsum(Ops::ymm(a)) + tail_dot(q, row, body, d)) * int8_rows::scale_of(row, d);
   }
 }
 

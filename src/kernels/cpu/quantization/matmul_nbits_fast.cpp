@@ -11,19 +11,13 @@
 
 #include "core/cpu_features.h"
 #include "core/parallel.h"
+#include "kernels/cpu/common/vector_math.h"
 #include "kernels/cpu/gemm/dense_gemm.h"
 #include "kernels/cpu/quantization/matmul_nbits.h"
 
 namespace mminfer::kernels {
 
 namespace {
-
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Sixteen 4-bit values (8 bytes, low nibble first) as bytes in K order.
 __m128i unpack16_u4(const uint8_t* p) {
@@ -63,7 +57,7 @@ float column_dot_avx2(const NBitsWeights& w, int64_t n, const float* a, const fl
       acc0 = _mm256_fmadd_ps(_mm256_add_ps(d0, d1), _mm256_set1_ps(s[b]), acc0);
     correction += s[b] * w.zero_point(n, b) * a_block_sums[b];
   }
-  return hsum(_mm256_add_ps(acc0, acc1)) - correction;
+  return vmath::hsum(_mm256_add_ps(acc0, acc1)) - correction;
 }
 
 // A row padded with zeros to whole blocks (the padding's weights then add nothing) and its

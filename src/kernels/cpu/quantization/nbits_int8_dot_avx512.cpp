@@ -3,6 +3,7 @@
 // only when cpu_features() has AVX512_VNNI.
 #include <immintrin.h>
 
+#include "kernels/cpu/common/vector_math.h"
 #include "kernels/cpu/quantization/nbits_int8_dot_body.h"
 
 namespace mminfer::kernels {
@@ -40,8 +41,7 @@ struct Avx512VnniOps {
     const auto halves = [](VF v) {
       return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     };
-    const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(halves(a), halves(b)), _mm256_hadd_ps(halves(c), halves(d)));
-    return _mm_add_ps(_mm256_castps256_ps128(all), _mm256_extractf128_ps(all, 1));
+    return vmath::sum4(halves(a), halves(b), halves(c), halves(d));
   }
   static VI dot8(VI w, VI a) { return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, a); }
   static VI dot4(VI lo, VI a_lo, VI hi, VI a_hi) {

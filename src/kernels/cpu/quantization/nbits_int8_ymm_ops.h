@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/common/vector_math.h"
+
 namespace mminfer::kernels {
 namespace {
 
@@ -36,20 +38,12 @@ struct YmmOps {
   }
   static VF fnmadd(VF a, VF b, VF c) { return _mm256_fnmadd_ps(a, b, c); }
   static VF set1(float v) { return _mm256_set1_ps(v); }
-  static __m128 reduce4(VF a, VF b, VF c, VF d) {
-    const __m256 all = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
-    return _mm_add_ps(_mm256_castps256_ps128(all), _mm256_extractf128_ps(all, 1));
-  }
+  static __m128 reduce4(VF a, VF b, VF c, VF d) { return vmath::sum4(a, b, c, d); }
   static VF cvt(VI v) { return _mm256_cvtepi32_ps(v); }
   static VF mul(VF a, VF b) { return _mm256_mul_ps(a, b); }
   static VF fmadd(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
   static VF zero() { return _mm256_setzero_ps(); }
-  static float hsum(VF v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-  }
+  static float hsum(VF v) { return vmath::hsum(v); }
   static VI lane_index(const int32_t* lane_block) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lane_block));
   }
