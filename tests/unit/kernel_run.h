@@ -1,5 +1,6 @@
 // Runs one kernel straight through the registry, for kernel tests.
 #pragma once
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,11 +19,14 @@ inline std::vector<float> normal(size_t n, unsigned seed, float scale = 1.f, flo
 }
 
 // Creates the kernel for `op` with the inputs whose `constant` flag is set offered as constants
-// (so weights are packed at creation), infers and runs it once; returns its outputs. An output
-// given in `into` is written there (the returned tensor for it is then left unwritten).
+// (so weights are packed at creation), infers and runs it `runs` times (a second run covers state
+// the kernel caches); returns the last run's outputs. Float outputs it allocates start as garbage,
+// so an element the kernel fails to write shows. An output given in `into` is written there (the
+// returned tensor for it is then left unwritten).
 inline std::vector<Tensor> run_kernel(const std::string& op, const std::string& domain, int opset, const Attributes& attrs,
                                       const std::vector<const Tensor*>& inputs, size_t num_outputs,
-                                      const std::vector<bool>& constant = {}, const std::vector<Tensor*>& into = {}) {
+                                      const std::vector<bool>& constant = {}, const std::vector<Tensor*>& into = {},
+                                      int runs = 1) {
   kernels::KernelSpec spec;
   spec.name = spec.op_type = op;
   spec.domain = domain;
@@ -36,13 +40,19 @@ inline std::vector<Tensor> run_kernel(const std::string& op, const std::string& 
   }
   auto kernel = runtime::kernel_registry().create(spec);
   kernels::Inputs in(inputs.begin(), inputs.end());
-  std::vector<kernels::TensorDesc> d(num_outputs);
-  kernel->infer(in, d);
   std::vector<Tensor> owned;
-  for (size_t i = 0; i < num_outputs; ++i) owned.push_back(Tensor::empty(d[i].dtype, d[i].shape));
-  kernels::Outputs out;
-  for (size_t i = 0; i < num_outputs; ++i) out.push_back(i < into.size() && into[i] ? into[i] : &owned[i]);
-  kernel->run(in, out);
+  for (int run = 0; run < runs; ++run) {
+    std::vector<kernels::TensorDesc> d(num_outputs);
+    kernel->infer(in, d);
+    owned.clear();
+    for (size_t i = 0; i < num_outputs; ++i) {
+      owned.push_back(Tensor::empty(d[i].dtype, d[i].shape));
+      if (d[i].dtype == DType::kFloat32) std::fill_n(owned.back().data<float>(), owned.back().numel(), 12345.f);
+    }
+    kernels::Outputs out;
+    for (size_t i = 0; i < num_outputs; ++i) out.push_back(i < into.size() && into[i] ? into[i] : &owned[i]);
+    kernel->run(in, out);
+  }
   return owned;
 }
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "kernels/cpu/gemm/epilogue.h"
+#include "kernel_run.h"
 #include "runtime/kernel_registry.h"
 
 namespace {
@@ -21,39 +22,11 @@ Tensor random_tensor(const Shape& shape, unsigned seed, float lo = -1.f, float h
   return t;
 }
 
-// Runs one op through the registry; inputs flagged constant are offered to the kernel at create
-// (so weight packing is exercised). Runs twice to cover the cached-primitive path.
+// One op through the registry, run twice to cover the cached-primitive path (kernel_run.h).
 std::vector<Tensor> run_op(const std::string& op, const std::string& domain, int opset, const Attributes& attrs,
                            const std::vector<const Tensor*>& inputs, const std::vector<bool>& constant = {},
                            size_t num_outputs = 1) {
-  KernelSpec spec;
-  spec.name = op;
-  spec.op_type = op;
-  spec.domain = domain;
-  spec.opset = opset;
-  spec.attrs = &attrs;
-  spec.num_inputs = inputs.size();
-  spec.num_outputs = num_outputs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    spec.input_dtypes.push_back(inputs[i] ? inputs[i]->dtype() : DType::kUndefined);
-    spec.constant_inputs.push_back(i < constant.size() && constant[i] ? inputs[i] : nullptr);
-  }
-  auto kernel = runtime::kernel_registry().create(spec);
-  std::vector<Tensor> result;
-  for (int pass = 0; pass < 2; ++pass) {
-    std::vector<TensorDesc> descs(num_outputs);
-    kernel->infer(inputs, descs);
-    std::vector<Tensor> outs;
-    for (auto& d : descs) outs.push_back(Tensor::empty(d.dtype, d.shape));
-    for (auto& o : outs)  // garbage in the output buffer must not leak through
-      if (o.dtype() == DType::kFloat32)
-        for (int64_t i = 0; i < o.numel(); ++i) o.data<float>()[i] = 12345.f;
-    Outputs po;
-    for (auto& o : outs) po.push_back(&o);
-    kernel->run(inputs, po);
-    result = outs;
-  }
-  return result;
+  return mminfer::testing::run_kernel(op, domain, opset, attrs, inputs, num_outputs, constant, {}, 2);
 }
 
 void expect_close(const Tensor& got, const std::vector<float>& want, const Shape& want_shape, float tol = 1e-4f) {

@@ -132,11 +132,12 @@ std::vector<std::pair<kernels::NBitsInt8Isa, std::string>> int8_isas() {
 }
 
 // The integer dot products give the reference's result on activations rounded to int8 per block,
-// on every ISA path, for decode (M 1), batched decode (3, 8) and prefill (33, several row tiles).
+// on every ISA path, for decode (M 1), batched decode (2, 3, 4, 5, 8: each tile width) and prefill
+// (33, several row tiles).
 TEST(MatMulNBits, Int8PathsMatchReferenceOnRoundedActivations) {
   unsigned seed = 300;
   for (const Case& c : random_cases())
-    for (int64_t M : {1, 2, 3, 8, 33}) {
+    for (int64_t M : {1, 2, 3, 4, 5, 8, 33}) {
       RandomWeights r(c, ++seed);
       std::vector<float> a = testing::normal(static_cast<size_t>(M * c.K), seed + 7);
       std::vector<float> bias = testing::normal(static_cast<size_t>(c.N), seed + 9);

@@ -44,13 +44,16 @@ std::pair<int, int> encoder_multiple_dims(int width, int height, int side) {
 }
 
 TiledImage split_into_tiles(const Image& image, int longest, int side, ResizeFilter filter) {
-  Image sized = image;
+  // The longest-edge resize, when asked for, feeds the one to the encoder's multiple: no copy of
+  // the input is made on either path.
+  Image sized;
   if (longest > 0) {
-    auto [w, h] = longest_edge_dims(image.width, image.height, longest);
-    sized = resize(image, w, h, filter);
+    auto [lw, lh] = longest_edge_dims(image.width, image.height, longest);
+    sized = resize(image, lw, lh, filter);
   }
-  auto [w, h] = encoder_multiple_dims(sized.width, sized.height, side);
-  sized = resize(sized, w, h, filter);
+  const Image& source = longest > 0 ? sized : image;
+  auto [w, h] = encoder_multiple_dims(source.width, source.height, side);
+  sized = resize(source, w, h, filter);
   TiledImage out;
   if (w <= side && h <= side) {  // exactly side x side: one frame
     out.frames.push_back(std::move(sized));

@@ -24,7 +24,6 @@ struct Int8Rows {
   std::vector<int8_t> codes;  // [M, kpad], in the bits' order (above)
   std::vector<float> lane_scale;  // [M, kpad / 4]: s_a of the block each 32-bit lane covers (0 past K)
   std::vector<float> block_sum;   // [M, k_blocks]: s_a * sum of the block's codes (for the zero points)
-  std::vector<float> block_sum_t;  // the same, [ceil(M / 8), k_blocks, 8]: eight rows side by side
   std::vector<int32_t> lane_block;  // [kpad / 4]: the block each 32-bit lane covers
   std::array<int64_t, 4> lane_form{};  // bits, group, block size and kpad lane_block was made for
   std::vector<float> block_scale;      // scratch: one row's s_a per block
@@ -38,10 +37,5 @@ void quantize_int8_rows(const NBitsWeights& w, const float* a, int64_t M, int64_
 void nbits_int8_dot_avx2(const NBitsWeights& w, const Int8Rows& q, int64_t n0, int64_t n1, float* y);
 void nbits_int8_dot_avxvnni(const NBitsWeights& w, const Int8Rows& q, int64_t n0, int64_t n1, float* y);
 void nbits_int8_dot_avx512vnni(const NBitsWeights& w, const Int8Rows& q, int64_t n0, int64_t n1, float* y);
-
-// sum_b s_w[n, b] * zp[n, b] * q.block_sum[m, b] for rows [0, rows), written to corr[0 .. rows).
-// `zs` is scratch of k_blocks floats.
-void nbits_zero_point_corrections(const NBitsWeights& w, const Int8Rows& q, int64_t n, int64_t m0, int64_t rows,
-                                  float* zs, float* corr);
 
 }  // namespace mminfer::kernels

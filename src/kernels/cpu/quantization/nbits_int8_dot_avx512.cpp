@@ -15,7 +15,7 @@ struct Avx512VnniOps {
   using VF = __m512;
   static constexpr int64_t kChunk = 64;
   static constexpr int kMaxRows = 8;
-  static constexpr int cols_for(int rows) { return rows <= 2 ? 4 : rows <= 4 ? 2 : 1; }
+  static constexpr int cols_for(int rows) { return rows <= 4 ? 4 : 2; }
 
   static VI load_u8(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static VI load_u8_first(const uint8_t* p, int bytes) {

@@ -102,8 +102,8 @@ __attribute__((always_inline)) inline typename Ops::VF zero_point_lanes(const NB
 }
 
 // acc[r][j] -= sum_b s_w[n, b] * zp[n, b] * block_sum[m, b] for column n = n0 + j and row
-// m = m0 + r, as lanes of the accumulator (hsum adds them in): for a few rows this is cheaper than
-// the scalar corrections, which cost as much per column as the column's own products at small K.
+// m = m0 + r, as lanes of the accumulator (hsum adds them in): a vector of blocks at a time,
+// each column's s_w * zp lanes shared by all the tile's rows.
 template <class Ops, int MR, int NC>
 __attribute__((always_inline)) inline void subtract_zero_points(const NBitsWeights& w, int64_t kb, const Int8Rows& q, int64_t m0,
                                                                int64_t n0, typename Ops::VF (*acc)[NC]) {
@@ -125,7 +125,7 @@ __attribute__((always_inline)) inline void subtract_zero_points(const NBitsWeigh
 
 // Rows [m0, m0 + MR) times columns [n0, n0 + NC).
 template <class Ops, int Bits, int MR, int NC>
-void int8_tile(const NBitsWeights& w, const Int8Rows& q, int64_t m0, int64_t n0, float* y, float* zs) {
+void int8_tile(const NBitsWeights& w, const Int8Rows& q, int64_t m0, int64_t n0, float* y) {
   using VI = typename Ops::VI;
   using VF = typename Ops::VF;
   constexpr int64_t CH = Step<Ops, Bits>::kValues, CB = Step<Ops, Bits>::kBytes;
@@ -191,56 +191,44 @@ void int8_tile(const NBitsWeights& w, const Int8Rows& q, int64_t m0, int64_t n0,
     }
     int8_chunk<Ops, Bits, MR, NC>(wv, sw, ap, sp, c, acc);
   }
-  if constexpr (MR <= 2) {
-    subtract_zero_points<Ops, MR, NC>(w, kb, q, m0, n0, acc);
-    _Pragma("GCC unroll 8")
-    for (int r = 0; r < MR; ++r) {
-      if constexpr (NC == 4) {
-        _mm_storeu_ps(y + (m0 + r) * w.N + n0, Ops::reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
-      } else {
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < NC; ++j) y[(m0 + r) * w.N + n0 + j] = Ops::hsum(acc[r][j]);
-      }
-    }
-  } else {  // many rows share each column's corrections: eight rows' block sums a vector
-    float corr[MR];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NC; ++j) {
-      nbits_zero_point_corrections(w, q, n0 + j, m0, MR, zs, corr);
+  subtract_zero_points<Ops, MR, NC>(w, kb, q, m0, n0, acc);
+  _Pragma("GCC unroll 8")
+  for (int r = 0; r < MR; ++r) {
+    if constexpr (NC == 4) {
+      _mm_storeu_ps(y + (m0 + r) * w.N + n0, Ops::reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
+    } else {
       _Pragma("GCC unroll 8")
-      for (int r = 0; r < MR; ++r) y[(m0 + r) * w.N + n0 + j] = Ops::hsum(acc[r][j]) - corr[r];
+      for (int j = 0; j < NC; ++j) y[(m0 + r) * w.N + n0 + j] = Ops::hsum(acc[r][j]);
     }
   }
 }
 
 template <class Ops, int Bits, int MR>
-void int8_columns(const NBitsWeights& w, const Int8Rows& q, int64_t m0, int64_t n0, int64_t n1, float* y, float* zs) {
+void int8_columns(const NBitsWeights& w, const Int8Rows& q, int64_t m0, int64_t n0, int64_t n1, float* y) {
   constexpr int NC = Ops::cols_for(MR);
   int64_t n = n0;
-  for (; n + NC <= n1; n += NC) int8_tile<Ops, Bits, MR, NC>(w, q, m0, n, y, zs);
-  for (; n < n1; ++n) int8_tile<Ops, Bits, MR, 1>(w, q, m0, n, y, zs);
+  for (; n + NC <= n1; n += NC) int8_tile<Ops, Bits, MR, NC>(w, q, m0, n, y);
+  for (; n < n1; ++n) int8_tile<Ops, Bits, MR, 1>(w, q, m0, n, y);
 }
 
 template <class Ops, int Bits, int MR = 1>
-void int8_rows_of(const NBitsWeights& w, const Int8Rows& q, int64_t m0, int64_t rows, int64_t n0, int64_t n1, float* y,
-                  float* zs) {
+void int8_rows_of(const NBitsWeights& w, const Int8Rows& q, int64_t m0, int64_t rows, int64_t n0, int64_t n1,
+                  float* y) {
   if constexpr (MR < Ops::kMaxRows) {
-    if (rows > MR) return int8_rows_of<Ops, Bits, MR + 1>(w, q, m0, rows, n0, n1, y, zs);
+    if (rows > MR) return int8_rows_of<Ops, Bits, MR + 1>(w, q, m0, rows, n0, n1, y);
   }
-  int8_columns<Ops, Bits, MR>(w, q, m0, n0, n1, y, zs);
+  int8_columns<Ops, Bits, MR>(w, q, m0, n0, n1, y);
 }
 
 // Columns in groups small enough to stay in cache while every row tile passes over them: the
 // weight is read from memory once whatever M is.
 template <class Ops, int Bits>
 void int8_product(const NBitsWeights& w, const Int8Rows& q, int64_t n0, int64_t n1, float* y) {
-  thread_local std::vector<float> zs;
-  zs.resize(static_cast<size_t>(w.k_blocks()));
   constexpr int64_t kGroup = 32;
   for (int64_t g = n0; g < n1; g += kGroup) {
     const int64_t g1 = std::min(n1, g + kGroup);
     for (int64_t m0 = 0; m0 < q.M; m0 += Ops::kMaxRows)
-      int8_rows_of<Ops, Bits>(w, q, m0, std::min<int64_t>(Ops::kMaxRows, q.M - m0), g, g1, y, zs.data());
+      int8_rows_of<Ops, Bits>(w, q, m0, std::min<int64_t>(Ops::kMaxRows, q.M - m0), g, g1, y);
   }
 }
 
