@@ -63,24 +63,6 @@ std::optional<Projection> projection(const ir::Graph& g, const UseCounts& uses, 
   return p;
 }
 
-ir::Node default_node(const ir::Graph& g, const std::string& op, const std::string& name, std::vector<int> inputs, int output) {
-  ir::Node n;
-  n.op_type = op;
-  n.name = name;
-  n.opset = g.opsets.count("") ? g.opsets.at("") : 0;
-  n.inputs = std::move(inputs);
-  n.outputs = {output};
-  return n;
-}
-
-int int64_vector(ir::Graph& g, const std::string& name, const std::vector<int64_t>& v) {
-  Tensor t = Tensor::empty(DType::kInt64, {static_cast<int64_t>(v.size())});
-  std::copy(v.begin(), v.end(), t.data<int64_t>());
-  int id = g.add_value(fresh_name(g, name));
-  make_constant(g.values[id], t);
-  return id;
-}
-
 // Gives the Shape(y_i) readers' outputs to Concat(Slice(Shape(P), 0, -1), [N_i]) nodes; the
 // caller removes the Shape nodes. Needs opset 13 (Slice by inputs, the Concat/Shape forms used).
 void rebuild_shapes(ir::Graph& g, const std::vector<Projection>& proj, const std::vector<int64_t>& widths, int packed) {
@@ -91,12 +73,12 @@ void rebuild_shapes(ir::Graph& g, const std::vector<Projection>& proj, const std
     return v;
   };
   int full = new_value("/shape"), lead = new_value("/lead_dims");
-  int zero = int64_vector(g, base + "/zero", {0}), minus_one = int64_vector(g, base + "/minus_one", {-1});
+  int zero = add_int64_constant(g, base + "/zero", {0}), minus_one = add_int64_constant(g, base + "/minus_one", {-1});
   g.nodes.push_back(default_node(g, "Shape", base + "/shape", {packed}, full));
   g.nodes.push_back(default_node(g, "Slice", base + "/lead_dims", {full, zero, minus_one, zero}, lead));
   for (size_t i = 0; i < proj.size(); ++i) {
     for (int reader : proj[i].shape_readers) {
-      int width = int64_vector(g, base + "/width", {widths[i]});
+      int width = add_int64_constant(g, base + "/width", {widths[i]});
       ir::Node cat = default_node(g, "Concat", g.label(g.nodes[reader]) + "/from_qkv", {lead, width}, g.nodes[reader].outputs[0]);
       cat.attrs.set("axis", int64_t(0));
       g.nodes.push_back(std::move(cat));  // takes over the Shape node's output value

@@ -37,6 +37,7 @@ bool eliminate_dead_nodes(ir::Graph& g, const PassContext& ctx);
 bool fuse_attention(ir::Graph& g, const PassContext& ctx);
 bool absorb_attention_transposes(ir::Graph& g, const PassContext& ctx);
 bool pack_qkv_projections(ir::Graph& g, const PassContext& ctx);
+bool pack_sibling_matmuls(ir::Graph& g, const PassContext& ctx);
 bool fold_conv_batchnorm(ir::Graph& g, const PassContext& ctx);
 bool fold_conv_affine(ir::Graph& g, const PassContext& ctx);
 bool fuse_conv_activation(ir::Graph& g, const PassContext& ctx);

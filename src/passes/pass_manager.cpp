@@ -39,6 +39,7 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
       {"absorb_attention_transposes", 2, absorb_attention_transposes},
       {"fuse_matmul_bias", 2, fuse_matmul_bias},
       {"pack_qkv_projections", 2, pack_qkv_projections},
+      {"pack_sibling_matmuls", 2, pack_sibling_matmuls},  // after pack_qkv_projections takes its groups
       {"fuse_conv_activation", 2, fuse_conv_activation},
   };
   PassReport report;

@@ -156,6 +156,25 @@ std::string fresh_name(const ir::Graph& g, const std::string& base) {
   return name;
 }
 
+ir::Node default_node(const ir::Graph& g, const std::string& op, const std::string& name, std::vector<int> inputs,
+                      int output) {
+  ir::Node n;
+  n.op_type = op;
+  n.name = name;
+  n.opset = g.opsets.count("") ? g.opsets.at("") : 0;
+  n.inputs = std::move(inputs);
+  n.outputs = {output};
+  return n;
+}
+
+int add_int64_constant(ir::Graph& g, const std::string& name, const std::vector<int64_t>& v) {
+  Tensor t = Tensor::empty(DType::kInt64, {static_cast<int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  int id = g.add_value(fresh_name(g, name));
+  make_constant(g.values[id], t);
+  return id;
+}
+
 namespace {
 const char* const kPrecisionAttrs[] = {"precision", "int8_activations", "int8_range"};
 }

@@ -40,6 +40,11 @@ void drop_unread_inputs(ir::Graph& g);
 void make_constant(ir::Value& v, const Tensor& t);
 // A fresh value name that does not clash with existing ones.
 std::string fresh_name(const ir::Graph& g, const std::string& base);
+// A default-domain node at the graph's opset, with one output.
+ir::Node default_node(const ir::Graph& g, const std::string& op, const std::string& name, std::vector<int> inputs,
+                      int output);
+// A new constant int64 vector value (named after `name`, made fresh).
+int add_int64_constant(ir::Graph& g, const std::string& name, const std::vector<int64_t>& v);
 
 // The attributes that say how a node's arithmetic is quantized (precision, int8_activations,
 // int8_range): a fused or rewritten node carries them over from the node it replaces, and

@@ -18,43 +18,14 @@ using mminfer::Shape;
 using mminfer::Tensor;
 using mminfer::testing::GraphBuilder;
 using mminfer::testing::count_op;
+using mminfer::testing::expect_same;
+using mminfer::testing::run_graph;
 using mminfer::testing::optimized;
 namespace ir = mminfer::ir;
 namespace passes = mminfer::passes;
 namespace runtime = mminfer::runtime;
 
 namespace {
-
-std::vector<Tensor> run(const ir::Graph& g, const std::vector<Tensor>& inputs) {
-  runtime::Executor ex(g);
-  return ex.run(inputs, nullptr);
-}
-
-// Optimizes a copy at `level`, checks `fused_op` appears, and compares outputs on two runs
-// (the second exercises the planned arena path).
-void expect_same(const ir::Graph& g, const std::vector<Tensor>& inputs, const std::string& fused_op,
-                 float tol = 1e-5f, int level = 2) {
-  ir::Graph opt = g;
-  passes::PassContext ctx;
-  ctx.opt_level = level;
-  ctx.evaluate = runtime::evaluate_node;
-  passes::optimize(opt, ctx);
-  EXPECT_GE(count_op(opt, fused_op), 1) << fused_op << " was not formed";
-  auto want = run(g, inputs);
-  runtime::Executor ex(opt);
-  for (int pass = 0; pass < 2; ++pass) {
-    auto got = ex.run(inputs, nullptr);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(got[i].shape(), want[i].shape());
-      for (int64_t k = 0; k < got[i].numel(); ++k) {
-        float a = got[i].data<float>()[k], b = want[i].data<float>()[k];
-        if (a == b || (std::isnan(a) && std::isnan(b))) continue;  // also infinities
-        ASSERT_NEAR(a, b, tol * (1.f + std::fabs(b))) << "output " << i << " element " << k;
-      }
-    }
-  }
-}
 
 Attributes ints(const std::string& name, std::vector<int64_t> v) {
   Attributes a;
@@ -324,7 +295,7 @@ TEST(ConstantFolding, ShapeArithmeticOnConstantsDisappears) {
   ctx.evaluate = runtime::evaluate_node;
   auto report = passes::optimize(opt, ctx);
   EXPECT_EQ(report.nodes_after, 1u);  // only the Reshape is left
-  auto got = run(opt, {GraphBuilder::random_tensor({2, 6}, 20)});
+  auto got = run_graph(opt, {GraphBuilder::random_tensor({2, 6}, 20)});
   EXPECT_EQ(got[0].shape(), (Shape{3, 4}));
 }
 
