@@ -34,6 +34,7 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
       {"fold_conv_affine", 2, fold_conv_affine},
       {"fuse_layer_norm", 2, fuse_layer_norm},
       {"fuse_rms_norm", 2, fuse_rms_norm},
+      {"fuse_rotate_half", 2, fuse_rotate_half},
       {"fuse_gelu", 2, fuse_gelu},
       {"fuse_attention", 2, fuse_attention},
       {"absorb_attention_transposes", 2, absorb_attention_transposes},

@@ -30,6 +30,14 @@ std::optional<std::vector<int64_t>> int_constant(const ir::Graph& g, int value);
 std::optional<int64_t> int_attr(const ir::Node& n, const std::string& name, int64_t fallback);
 // An ints attribute; nullopt when absent or of another type.
 std::optional<std::vector<int64_t>> ints_attr(const ir::Node& n, const std::string& name);
+// Slice's starts, ends, axes and steps: attributes before opset 10, constant inputs from 10;
+// nullopt when one is not constant.
+struct SliceParams {
+  std::vector<int64_t> starts, ends, axes, steps;
+};
+std::optional<SliceParams> slice_params(const ir::Graph& g, const ir::Node& slice);
+// Positions a one-axis Slice reads from an axis of length n, clamped as the ONNX spec says.
+std::vector<int64_t> slice_positions(int64_t n, int64_t start, int64_t end, int64_t step);
 // Rank from shape inference, or -1 when unknown.
 int known_rank(const ir::Graph& g, int value);
 // Marks `old_nodes` removed, appends `fused` in their place and refreshes producers.
