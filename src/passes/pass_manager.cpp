@@ -39,6 +39,7 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
       {"fuse_attention", 2, fuse_attention},
       {"absorb_attention_transposes", 2, absorb_attention_transposes},
       {"fuse_matmul_bias", 2, fuse_matmul_bias},
+      {"fuse_swiglu", 2, fuse_swiglu},  // the SiLUs no GEMM took as its epilogue
       {"pack_qkv_projections", 2, pack_qkv_projections},
       {"fuse_conv_activation", 2, fuse_conv_activation},
   };

@@ -49,6 +49,15 @@ void make_constant(ir::Value& v, const Tensor& t);
 // A fresh value name that does not clash with existing ones.
 std::string fresh_name(const ir::Graph& g, const std::string& base);
 
+// y · Sigmoid(y · alpha) where y is read by those two nodes only: SiLU (alpha 1, written as
+// y · Sigmoid(y) in either order) or QuickGELU (alpha 1.702). `nodes` are the matched nodes.
+struct SiluMatch {
+  float alpha;
+  std::vector<int> nodes;
+  int output;
+};
+std::optional<SiluMatch> match_silu(const ir::Graph& g, const UseCounts& uses, int y);
+
 // The attributes that say how a node's arithmetic is quantized (precision, int8_activations,
 // int8_range): a fused or rewritten node carries them over from the node it replaces, and
 // nodes merged into one must agree on them.

@@ -809,3 +809,39 @@ TEST(FusionPasses, RotateHalfRejectsTablesThatDoNotFit) {
     EXPECT_NE(std::string(e.what()).find("does not broadcast"), std::string::npos) << e.what();
   }
 }
+
+// LLaMA's MLP: silu(gate) · up, with the operands in either order; a SiLU alone becomes Silu(g).
+TEST(FusionPasses, SwiGluAndSilu) {
+  for (int form = 0; form < 4; ++form) {
+    GraphBuilder b;
+    int g = b.node("Tanh", {b.input("g", {2, 5, 12})}, {}, 3);  // not a MatMul: its SiLU stays for this pass
+    int u = b.input("u", {2, 5, 12});
+    b.set_shape(g, {2, 5, 12});
+    int sig = b.node("Sigmoid", {g}, {}, 3);
+    int silu = form % 2 == 0 ? b.node("Mul", {g, sig}, {}, 3) : b.node("Mul", {sig, g}, {}, 3);
+    int y = form == 0 ? b.node("Mul", {silu, u}, {}, 3) : form == 1 ? b.node("Mul", {u, silu}, {}, 3) : b.node("Relu", {silu}, {}, 3);
+    if (form == 3) y = b.node("Add", {y, u}, {}, 3);
+    b.output(y);
+    std::vector<Tensor> in = {GraphBuilder::random_tensor({2, 5, 12}, 51, 3.f), GraphBuilder::random_tensor({2, 5, 12}, 52)};
+    expect_same(b.g, in, "Silu", 1e-6f);
+    ir::Graph opt = optimized(b.g);
+    EXPECT_EQ(count_op(opt, "Sigmoid") + count_op(opt, "Mul"), 0) << "form " << form;
+  }
+}
+
+// x · Sigmoid(y) for another y is a gate, not a SiLU; an `up` that broadcasts stays a Mul.
+TEST(FusionPasses, SwiGluNearMisses) {
+  for (int form = 0; form < 2; ++form) {
+    GraphBuilder b;
+    int g = b.input("g", {2, 5, 12}), h = b.input("h", {2, 5, 12}), u = b.input("u", {12});
+    int sig = b.node("Sigmoid", {form == 0 ? h : g}, {}, 3);
+    b.output(b.node("Mul", {b.node("Mul", {g, sig}, {}, 3), u}, {}, 3));
+    ir::Graph opt = optimized(b.g);
+    EXPECT_EQ(count_op(opt, "Silu"), form == 0 ? 0 : 1) << "form " << form;
+    EXPECT_EQ(count_op(opt, "Mul"), form == 0 ? 2 : 1) << "form " << form;
+    std::vector<Tensor> in = {GraphBuilder::random_tensor({2, 5, 12}, 53), GraphBuilder::random_tensor({2, 5, 12}, 54),
+                              GraphBuilder::random_tensor({12}, 55)};
+    auto want = run(b.g, in), got = run(opt, in);
+    for (int64_t k = 0; k < got[0].numel(); ++k) ASSERT_EQ(got[0].data<float>()[k], want[0].data<float>()[k]);
+  }
+}
