@@ -17,13 +17,6 @@ int producer_if(const ir::Graph& g, const UseCounts& uses, int v, const char* op
   return p >= 0 && is_op(g.nodes[p], op) ? p : -1;
 }
 
-int other_input(const ir::Node& n, int v) {
-  if (n.inputs.size() != 2) return -1;
-  if (n.inputs[0] == v) return n.inputs[1];
-  if (n.inputs[1] == v) return n.inputs[0];
-  return -1;
-}
-
 // True when `slice` reads positions [from, from + count) of the last axis (of length d) and
 // every other axis whole.
 bool slices_last_axis(const ir::Graph& g, const ir::Node& slice, int rank, int64_t d, int64_t from, int64_t count) {

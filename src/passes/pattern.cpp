@@ -34,6 +34,13 @@ bool is_op(const ir::Node& n, const char* op) {
   return true;
 }
 
+int other_input(const ir::Node& n, int v) {
+  if (n.inputs.size() != 2) return -1;
+  if (n.inputs[0] == v) return n.inputs[1];
+  if (n.inputs[1] == v) return n.inputs[0];
+  return -1;
+}
+
 std::optional<float> scalar_constant(const ir::Graph& g, int value) {
   if (value < 0 || !g.values[value].is_constant) return std::nullopt;
   const Tensor& t = g.values[value].constant;

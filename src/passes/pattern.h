@@ -22,6 +22,8 @@ class UseCounts {
 };
 
 bool is_op(const ir::Node& n, const char* op);  // default ONNX domain
+// The operand of binary node `n` that is not `v` (or -1 when `v` is not an operand).
+int other_input(const ir::Node& n, int v);
 // The value of a constant with exactly one element, as float.
 std::optional<float> scalar_constant(const ir::Graph& g, int value);
 // The elements of an int32/int64 constant, flattened; nullopt when `value` is not one.
