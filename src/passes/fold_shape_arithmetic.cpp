@@ -62,27 +62,6 @@ std::optional<std::vector<int64_t>> pick(const std::vector<int64_t>& dims, const
   return out;
 }
 
-// Positions a one-axis Slice reads from a vector of length n, clamped as the ONNX spec says.
-std::vector<int64_t> slice_positions(int64_t n, int64_t start, int64_t end, int64_t step) {
-  std::vector<int64_t> pos;
-  if (n == 0) return pos;
-  if (start < 0) start += n;
-  if (end < 0) end += n;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, n);
-    end = std::clamp<int64_t>(end, 0, n);
-    for (int64_t k = 0, count = end > start ? (end - start - 1) / step + 1 : 0; k < count; ++k)
-      pos.push_back(start + k * step);
-  } else {
-    start = std::clamp<int64_t>(start, 0, n - 1);
-    end = std::clamp<int64_t>(end, -1, n - 1);
-    int64_t mag = step == INT64_MIN ? INT64_MAX : -step;
-    for (int64_t k = 0, count = start > end ? (start - end - 1) / mag + 1 : 0; k < count; ++k)
-      pos.push_back(start - k * mag);
-  }
-  return pos;
-}
-
 std::optional<Tensor> fold_shape(const ir::Graph& g, const ir::Node& shape) {
   auto dims = shape_node_dims(g, shape);
   if (!dims || !all_fixed(*dims)) return std::nullopt;
@@ -100,39 +79,6 @@ std::optional<Tensor> fold_gather(const ir::Graph& g, const ir::Node& gather) {
   auto picked = pick(*dims, *indices);
   if (!picked) return std::nullopt;
   return int64_tensor(*picked, g.values[gather.inputs[1]].constant.shape());
-}
-
-// Slice's starts, ends, axes and steps: attributes before opset 10, constant inputs from 10.
-struct SliceParams {
-  std::vector<int64_t> starts, ends, axes, steps;
-};
-
-std::optional<SliceParams> slice_params(const ir::Graph& g, const ir::Node& slice) {
-  SliceParams p;
-  if (slice.opset < 10) {
-    auto starts = ints_attr(slice, "starts"), ends = ints_attr(slice, "ends");
-    if (!starts || !ends) return std::nullopt;
-    p.starts = *starts;
-    p.ends = *ends;
-    if (slice.attrs.has("axes")) {
-      auto axes = ints_attr(slice, "axes");
-      if (!axes) return std::nullopt;
-      p.axes = *axes;
-    }
-    return p;
-  }
-  auto input = [&](size_t i) { return i < slice.inputs.size() ? slice.inputs[i] : ir::kNoValue; };
-  std::vector<int64_t>* fields[] = {&p.starts, &p.ends, &p.axes, &p.steps};
-  for (size_t i = 1; i <= 4; ++i) {
-    if (input(i) < 0) {
-      if (i <= 2) return std::nullopt;  // starts and ends are required
-      continue;
-    }
-    auto values = int_constant(g, input(i));
-    if (!values) return std::nullopt;
-    *fields[i - 1] = *values;
-  }
-  return p;
 }
 
 std::optional<Tensor> fold_slice(const ir::Graph& g, const ir::Node& slice) {

@@ -11,14 +11,6 @@ namespace {
 
 bool near(std::optional<float> v, float want) { return v && std::fabs(*v - want) <= 1e-4f * std::fabs(want); }
 
-// The operand of binary node `n` that is not `v` (or -1).
-int other_input(const ir::Node& n, int v) {
-  if (n.inputs.size() != 2) return -1;
-  if (n.inputs[0] == v) return n.inputs[1];
-  if (n.inputs[1] == v) return n.inputs[0];
-  return -1;
-}
-
 }  // namespace
 
 bool fuse_gelu(ir::Graph& g, const PassContext&) {

@@ -18,41 +18,6 @@ std::optional<std::pair<std::string, std::vector<float>>> activation_of(const ir
   return std::nullopt;
 }
 
-struct SiluMatch {
-  float alpha;
-  std::vector<int> nodes;
-  int output;
-};
-
-// y · Sigmoid(y · alpha): SiLU (alpha 1, written as y · Sigmoid(y)) or QuickGELU (alpha 1.702).
-std::optional<SiluMatch> match_silu(const ir::Graph& g, const UseCounts& uses, int y) {
-  if (uses.count(y) != 2) return std::nullopt;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& sig = g.nodes[i];
-    if (!is_op(sig, "Sigmoid")) continue;
-    std::vector<int> nodes = {static_cast<int>(i)};
-    float alpha = 1.f;
-    int in = sig.inputs[0];
-    if (in != y) {
-      int p = g.values[in].producer;
-      if (p < 0 || !is_op(g.nodes[p], "Mul") || uses.only_reader(in) < 0) continue;
-      const ir::Node& scale = g.nodes[p];
-      int other = scale.inputs[0] == y ? scale.inputs[1] : scale.inputs[1] == y ? scale.inputs[0] : -1;
-      auto c = other >= 0 ? scalar_constant(g, other) : std::nullopt;
-      if (!c) continue;
-      alpha = *c;
-      nodes.push_back(p);
-    }
-    int mul = uses.only_reader(sig.outputs[0]);
-    if (mul < 0 || !is_op(g.nodes[mul], "Mul")) continue;
-    const ir::Node& m = g.nodes[mul];
-    if (!((m.inputs[0] == y && m.inputs[1] == sig.outputs[0]) || (m.inputs[1] == y && m.inputs[0] == sig.outputs[0]))) continue;
-    nodes.push_back(mul);
-    return SiluMatch{alpha, nodes, m.outputs[0]};
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 bool fuse_matmul_bias(ir::Graph& g, const PassContext&) {

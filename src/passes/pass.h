@@ -45,6 +45,8 @@ bool fuse_matmul_bias(ir::Graph& g, const PassContext& ctx);
 bool fuse_gelu(ir::Graph& g, const PassContext& ctx);
 bool fuse_layer_norm(ir::Graph& g, const PassContext& ctx);
 bool fuse_rms_norm(ir::Graph& g, const PassContext& ctx);
+bool fuse_rotate_half(ir::Graph& g, const PassContext& ctx);
+bool fuse_swiglu(ir::Graph& g, const PassContext& ctx);
 bool conv_channels_last(ir::Graph& g, const PassContext& ctx);
 bool assign_precision(ir::Graph& g, const PassContext& ctx);
 bool absorb_dynamic_quantization(ir::Graph& g, const PassContext& ctx);

@@ -34,10 +34,12 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
       {"fold_conv_affine", 2, fold_conv_affine},
       {"fuse_layer_norm", 2, fuse_layer_norm},
       {"fuse_rms_norm", 2, fuse_rms_norm},
+      {"fuse_rotate_half", 2, fuse_rotate_half},
       {"fuse_gelu", 2, fuse_gelu},
       {"fuse_attention", 2, fuse_attention},
       {"absorb_attention_transposes", 2, absorb_attention_transposes},
       {"fuse_matmul_bias", 2, fuse_matmul_bias},
+      {"fuse_swiglu", 2, fuse_swiglu},  // the SiLUs no GEMM took as its epilogue
       {"pack_qkv_projections", 2, pack_qkv_projections},
       {"pack_sibling_matmuls", 2, pack_sibling_matmuls},  // after pack_qkv_projections takes its groups
       {"fuse_conv_activation", 2, fuse_conv_activation},

@@ -1,6 +1,7 @@
 #include "passes/pattern.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "core/half.h"
 
@@ -31,6 +32,13 @@ bool is_op(const ir::Node& n, const char* op) {
   for (const char* b : kBinary)
     if (n.op_type == b) return n.inputs.size() == 2 && n.inputs[1] >= 0;
   return true;
+}
+
+int other_input(const ir::Node& n, int v) {
+  if (n.inputs.size() != 2) return -1;
+  if (n.inputs[0] == v) return n.inputs[1];
+  if (n.inputs[1] == v) return n.inputs[0];
+  return -1;
 }
 
 std::optional<float> scalar_constant(const ir::Graph& g, int value) {
@@ -190,6 +198,82 @@ bool same_precision_attrs(const ir::Node& a, const ir::Node& b) {
   return a.attrs.get_string("precision", "") == b.attrs.get_string("precision", "") &&
          a.attrs.get_string("int8_activations", "") == b.attrs.get_string("int8_activations", "") &&
          a.attrs.get_floats("int8_range") == b.attrs.get_floats("int8_range");
+}
+
+std::vector<int64_t> slice_positions(int64_t n, int64_t start, int64_t end, int64_t step) {
+  std::vector<int64_t> pos;
+  if (n == 0) return pos;
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, n);
+    end = std::clamp<int64_t>(end, 0, n);
+    for (int64_t k = 0, count = end > start ? (end - start - 1) / step + 1 : 0; k < count; ++k)
+      pos.push_back(start + k * step);
+  } else {
+    start = std::clamp<int64_t>(start, 0, n - 1);
+    end = std::clamp<int64_t>(end, -1, n - 1);
+    int64_t mag = step == INT64_MIN ? INT64_MAX : -step;
+    for (int64_t k = 0, count = start > end ? (start - end - 1) / mag + 1 : 0; k < count; ++k)
+      pos.push_back(start - k * mag);
+  }
+  return pos;
+}
+
+std::optional<SliceParams> slice_params(const ir::Graph& g, const ir::Node& slice) {
+  SliceParams p;
+  if (slice.opset < 10) {
+    auto starts = ints_attr(slice, "starts"), ends = ints_attr(slice, "ends");
+    if (!starts || !ends) return std::nullopt;
+    p.starts = *starts;
+    p.ends = *ends;
+    if (slice.attrs.has("axes")) {
+      auto axes = ints_attr(slice, "axes");
+      if (!axes) return std::nullopt;
+      p.axes = *axes;
+    }
+    return p;
+  }
+  auto input = [&](size_t i) { return i < slice.inputs.size() ? slice.inputs[i] : ir::kNoValue; };
+  std::vector<int64_t>* fields[] = {&p.starts, &p.ends, &p.axes, &p.steps};
+  for (size_t i = 1; i <= 4; ++i) {
+    if (input(i) < 0) {
+      if (i <= 2) return std::nullopt;  // starts and ends are required
+      continue;
+    }
+    auto values = int_constant(g, input(i));
+    if (!values) return std::nullopt;
+    *fields[i - 1] = *values;
+  }
+  return p;
+}
+
+std::optional<SiluMatch> match_silu(const ir::Graph& g, const UseCounts& uses, int y) {
+  if (uses.count(y) != 2) return std::nullopt;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& sig = g.nodes[i];
+    if (!is_op(sig, "Sigmoid")) continue;
+    std::vector<int> nodes = {static_cast<int>(i)};
+    float alpha = 1.f;
+    int in = sig.inputs[0];
+    if (in != y) {
+      int p = g.values[in].producer;
+      if (p < 0 || !is_op(g.nodes[p], "Mul") || uses.only_reader(in) < 0) continue;
+      const ir::Node& scale = g.nodes[p];
+      int other = scale.inputs[0] == y ? scale.inputs[1] : scale.inputs[1] == y ? scale.inputs[0] : -1;
+      auto c = other >= 0 ? scalar_constant(g, other) : std::nullopt;
+      if (!c) continue;
+      alpha = *c;
+      nodes.push_back(p);
+    }
+    int mul = uses.only_reader(sig.outputs[0]);
+    if (mul < 0 || !is_op(g.nodes[mul], "Mul")) continue;
+    const ir::Node& m = g.nodes[mul];
+    if (!((m.inputs[0] == y && m.inputs[1] == sig.outputs[0]) || (m.inputs[1] == y && m.inputs[0] == sig.outputs[0]))) continue;
+    nodes.push_back(mul);
+    return SiluMatch{alpha, nodes, m.outputs[0]};
+  }
+  return std::nullopt;
 }
 
 }  // namespace mminfer::passes

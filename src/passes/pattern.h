@@ -22,6 +22,8 @@ class UseCounts {
 };
 
 bool is_op(const ir::Node& n, const char* op);  // default ONNX domain
+// The operand of binary node `n` that is not `v` (or -1 when `v` is not an operand).
+int other_input(const ir::Node& n, int v);
 // The value of a constant with exactly one element, as float.
 std::optional<float> scalar_constant(const ir::Graph& g, int value);
 // The elements of an int32/int64 constant, flattened; nullopt when `value` is not one.
@@ -30,6 +32,14 @@ std::optional<std::vector<int64_t>> int_constant(const ir::Graph& g, int value);
 std::optional<int64_t> int_attr(const ir::Node& n, const std::string& name, int64_t fallback);
 // An ints attribute; nullopt when absent or of another type.
 std::optional<std::vector<int64_t>> ints_attr(const ir::Node& n, const std::string& name);
+// Slice's starts, ends, axes and steps: attributes before opset 10, constant inputs from 10;
+// nullopt when one is not constant.
+struct SliceParams {
+  std::vector<int64_t> starts, ends, axes, steps;
+};
+std::optional<SliceParams> slice_params(const ir::Graph& g, const ir::Node& slice);
+// Positions a one-axis Slice reads from an axis of length n, clamped as the ONNX spec says.
+std::vector<int64_t> slice_positions(int64_t n, int64_t start, int64_t end, int64_t step);
 // Rank from shape inference, or -1 when unknown.
 int known_rank(const ir::Graph& g, int value);
 // Marks `old_nodes` removed, appends `fused` in their place and refreshes producers.
@@ -45,6 +55,15 @@ ir::Node default_node(const ir::Graph& g, const std::string& op, const std::stri
                       int output);
 // A new constant int64 vector value (named after `name`, made fresh).
 int add_int64_constant(ir::Graph& g, const std::string& name, const std::vector<int64_t>& v);
+
+// y · Sigmoid(y · alpha) where y is read by those two nodes only: SiLU (alpha 1, written as
+// y · Sigmoid(y) in either order) or QuickGELU (alpha 1.702). `nodes` are the matched nodes.
+struct SiluMatch {
+  float alpha;
+  std::vector<int> nodes;
+  int output;
+};
+std::optional<SiluMatch> match_silu(const ir::Graph& g, const UseCounts& uses, int y);
 
 // The attributes that say how a node's arithmetic is quantized (precision, int8_activations,
 // int8_range): a fused or rewritten node carries them over from the node it replaces, and

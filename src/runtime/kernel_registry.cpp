@@ -39,6 +39,8 @@ void register_non_max_suppression(Registry&);
 void register_rms_norm(Registry&);
 void register_skip_norm(Registry&);
 void register_rotary_embedding(Registry&);
+void register_rotate_half(Registry&);  // mminfer::RotateHalf
+void register_silu(Registry&);         // mminfer::Silu
 // nn/, com.microsoft attention with a KV cache
 void register_group_query_attention(Registry&);
 void register_multi_head_attention(Registry&);
@@ -106,6 +108,8 @@ const kernels::Registry& kernel_registry() {
     register_rms_norm(r);            // SimplifiedLayerNormalization, RMSNormalization
     register_skip_norm(r);           // com.microsoft Skip(Simplified)LayerNormalization
     register_rotary_embedding(r);    // com.microsoft and ONNX RotaryEmbedding
+    register_rotate_half(r);
+    register_silu(r);
     // nn/, com.microsoft attention with a KV cache
     register_group_query_attention(r);
     register_multi_head_attention(r);

@@ -690,3 +690,129 @@ TEST(SelectRowsEarly, AFlattenedPickClimbsToo) {
   EXPECT_EQ(flatten.op_type, "Flatten");
   EXPECT_EQ(flatten.inputs[0], opt.find_value("x")) << "the Flatten reads the block input";
 }
+
+namespace {
+
+// transformers' rotate_half as exported: x·cos + concat(-x[..., h:], x[..., :h])·sin, with the
+// knobs a near-miss turns: where the halves split, which half is negated, the Concat order.
+struct RopeForm {
+  int64_t split = 4;            // of D = 8
+  bool end_as_d = false;        // the second half's end written as D instead of INT64_MAX
+  bool neg_first_half = false;  // Neg on x[..., :h] instead of x[..., h:]
+  bool swapped_concat = false;  // Concat(first half, -second half)
+  bool swapped_operands = false;
+  Shape x = {2, 3, 5, 8};
+  Shape table = {2, 1, 5, 8};
+};
+
+ir::Graph rope_graph(const RopeForm& f) {
+  GraphBuilder b;
+  int x = b.node("Sigmoid", {b.input("x", f.x)}, {}, 4);  // not a graph input, as in a model
+  b.set_shape(x, f.x);
+  int cos = b.input("cos", f.table), sin = b.input("sin", f.table);
+  int first = b.node("Slice", {x, b.int64s("s0", {0}), b.int64s("e0", {f.split}), b.int64s("a0", {3})}, {}, 4);
+  int second = b.node("Slice", {x, b.int64s("s1", {f.split}), b.int64s("e1", {f.end_as_d ? 8 : INT64_MAX}),
+                                b.int64s("a1", {-1}), b.int64s("st1", {1})},
+                      {}, 4);
+  int negated = b.node("Neg", {f.neg_first_half ? first : second}, {}, 4);
+  int kept = f.neg_first_half ? second : first;
+  Attributes last;
+  last.set("axis", int64_t(-1));
+  int rotated = f.swapped_concat ? b.node("Concat", {kept, negated}, last, 4) : b.node("Concat", {negated, kept}, last, 4);
+  int xc = f.swapped_operands ? b.node("Mul", {cos, x}, {}, 4) : b.node("Mul", {x, cos}, {}, 4);
+  int rs = f.swapped_operands ? b.node("Mul", {sin, rotated}, {}, 4) : b.node("Mul", {rotated, sin}, {}, 4);
+  b.output(f.swapped_operands ? b.node("Add", {rs, xc}, {}, 4) : b.node("Add", {xc, rs}, {}, 4));
+  return b.g;
+}
+
+std::vector<Tensor> rope_inputs(const RopeForm& f) {
+  return {GraphBuilder::random_tensor(f.x, 41), GraphBuilder::random_tensor(f.table, 42),
+          GraphBuilder::random_tensor(f.table, 43)};
+}
+
+}  // namespace
+
+TEST(FusionPasses, RotateHalfRope) {
+  std::vector<RopeForm> forms(5);
+  forms[1].end_as_d = true;
+  forms[2].swapped_operands = true;
+  forms[3].table = {5, 8};   // one table for every batch and head
+  forms[4].table = {1, 1, 5, 1};  // one value per position
+  for (const RopeForm& f : forms) {
+    ir::Graph g = rope_graph(f);
+    expect_same(g, rope_inputs(f), "RotateHalf", 1e-6f);
+    ir::Graph opt = optimized(g);
+    EXPECT_EQ(count_op(opt, "Slice") + count_op(opt, "Neg") + count_op(opt, "Concat") + count_op(opt, "Mul"), 0);
+  }
+}
+
+TEST(FusionPasses, RotateHalfNearMissesStayApart) {
+  std::vector<RopeForm> forms(4);
+  forms[0].split = 3;  // halves of 3 and 5
+  forms[1].neg_first_half = true;
+  forms[2].swapped_concat = true;
+  forms[3].x = {1, 3, 5, 8};  // the tables widen x's batch: the output is not x's shape
+  for (size_t i = 0; i < forms.size(); ++i) {
+    ir::Graph g = rope_graph(forms[i]);
+    ir::Graph opt = optimized(g);
+    EXPECT_EQ(count_op(opt, "RotateHalf"), 0) << "form " << i;
+    auto want = run_graph(g, rope_inputs(forms[i]));
+    auto got = run_graph(opt, rope_inputs(forms[i]));
+    ASSERT_EQ(got[0].shape(), want[0].shape());
+    for (int64_t k = 0; k < got[0].numel(); ++k) ASSERT_EQ(got[0].data<float>()[k], want[0].data<float>()[k]);
+  }
+}
+
+// The fused op names a table that does not broadcast to x, rather than reading out of bounds.
+TEST(FusionPasses, RotateHalfRejectsTablesThatDoNotFit) {
+  RopeForm f;
+  ir::Graph g = rope_graph(f);
+  for (const char* name : {"cos", "sin"}) g.values[g.find_value(name)].dims = {-1, 1, -1, 8};  // fixed at run time
+  ir::Graph opt = optimized(g);
+  ASSERT_EQ(count_op(opt, "RotateHalf"), 1);
+  runtime::Executor ex(opt);
+  f.table = {2, 1, 4, 8};
+  std::vector<Tensor> in = rope_inputs(f);
+  try {
+    ex.run(in, nullptr);
+    FAIL() << "a [2, 1, 4, 8] table ran against x [2, 3, 5, 8]";
+  } catch (const mminfer::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not broadcast"), std::string::npos) << e.what();
+  }
+}
+
+// LLaMA's MLP: silu(gate) · up, with the operands in either order; a SiLU alone becomes Silu(g).
+TEST(FusionPasses, SwiGluAndSilu) {
+  for (int form = 0; form < 4; ++form) {
+    GraphBuilder b;
+    int g = b.node("Tanh", {b.input("g", {2, 5, 12})}, {}, 3);  // not a MatMul: its SiLU stays for this pass
+    int u = b.input("u", {2, 5, 12});
+    b.set_shape(g, {2, 5, 12});
+    int sig = b.node("Sigmoid", {g}, {}, 3);
+    int silu = form % 2 == 0 ? b.node("Mul", {g, sig}, {}, 3) : b.node("Mul", {sig, g}, {}, 3);
+    int y = form == 0 ? b.node("Mul", {silu, u}, {}, 3) : form == 1 ? b.node("Mul", {u, silu}, {}, 3) : b.node("Relu", {silu}, {}, 3);
+    if (form == 3) y = b.node("Add", {y, u}, {}, 3);
+    b.output(y);
+    std::vector<Tensor> in = {GraphBuilder::random_tensor({2, 5, 12}, 51, 3.f), GraphBuilder::random_tensor({2, 5, 12}, 52)};
+    expect_same(b.g, in, "Silu", 1e-6f);
+    ir::Graph opt = optimized(b.g);
+    EXPECT_EQ(count_op(opt, "Sigmoid") + count_op(opt, "Mul"), 0) << "form " << form;
+  }
+}
+
+// x · Sigmoid(y) for another y is a gate, not a SiLU; an `up` that broadcasts stays a Mul.
+TEST(FusionPasses, SwiGluNearMisses) {
+  for (int form = 0; form < 2; ++form) {
+    GraphBuilder b;
+    int g = b.input("g", {2, 5, 12}), h = b.input("h", {2, 5, 12}), u = b.input("u", {12});
+    int sig = b.node("Sigmoid", {form == 0 ? h : g}, {}, 3);
+    b.output(b.node("Mul", {b.node("Mul", {g, sig}, {}, 3), u}, {}, 3));
+    ir::Graph opt = optimized(b.g);
+    EXPECT_EQ(count_op(opt, "Silu"), form == 0 ? 0 : 1) << "form " << form;
+    EXPECT_EQ(count_op(opt, "Mul"), form == 0 ? 2 : 1) << "form " << form;
+    std::vector<Tensor> in = {GraphBuilder::random_tensor({2, 5, 12}, 53), GraphBuilder::random_tensor({2, 5, 12}, 54),
+                              GraphBuilder::random_tensor({12}, 55)};
+    auto want = run_graph(b.g, in), got = run_graph(opt, in);
+    for (int64_t k = 0; k < got[0].numel(); ++k) ASSERT_EQ(got[0].data<float>()[k], want[0].data<float>()[k]);
+  }
+}

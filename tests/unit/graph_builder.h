@@ -39,6 +39,12 @@ class GraphBuilder {
     *t.data<float>() = x;
     return constant(name, t);
   }
+  // A 1-D int64 constant (Slice starts and ends, axes, shapes).
+  int int64s(const std::string& name, const std::vector<int64_t>& v) {
+    Tensor t = Tensor::empty(DType::kInt64, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+    return constant(name, t);
+  }
   int random(const std::string& name, const Shape& shape, unsigned seed, float scale = 1.f) {
     return constant(name, random_tensor(shape, seed, scale));
   }
