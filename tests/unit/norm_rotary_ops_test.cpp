@@ -2,6 +2,7 @@
 // hand; tests/reference checks the same ops against ONNX Runtime on larger random ones.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -46,6 +47,34 @@ TEST(RmsNorm, DividesByRootMeanSquare) {
   Attributes a = eps0();
   expect_values(run_kernel_once("SimplifiedLayerNormalization", "", 1, a, {&x, &scale}, {}), {0.8485281f, 2.2627417f});
   expect_values(run_kernel_once("RMSNormalization", "", 23, a, {&x, &scale}, {}), {0.8485281f, 2.2627417f});
+}
+
+// Rows of every width the vector loop splits differently (under one vector, whole vectors, a
+// tail), the scale given flat or as [1, d], against the formula in double; inv_std_var too.
+TEST(RmsNorm, RowsOfAnyWidthMatchTheFormula) {
+  const float eps = 1e-6f;
+  Attributes a;
+  a.set("epsilon", eps);
+  for (int64_t d : {1, 7, 8, 37, 576}) {
+    const int64_t rows = 3;
+    std::vector<float> xv = mminfer::testing::normal(static_cast<size_t>(rows * d), 40 + static_cast<unsigned>(d), 3.f, 0.5f);
+    std::vector<float> sv = mminfer::testing::normal(static_cast<size_t>(d), 90 + static_cast<unsigned>(d));
+    Tensor x = floats({rows, d}, xv);
+    for (const Shape& scale_shape : {Shape{d}, Shape{1, d}}) {
+      Tensor scale = floats(scale_shape, sv);
+      auto out = mminfer::testing::run_kernel("SimplifiedLayerNormalization", "", 1, a, {&x, &scale}, 2);
+      for (int64_t r = 0; r < rows; ++r) {
+        double sum_sq = 0;
+        for (int64_t i = 0; i < d; ++i) sum_sq += static_cast<double>(xv[r * d + i]) * xv[r * d + i];
+        const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps);
+        EXPECT_NEAR(out[1].data<float>()[r], inv, 1e-6 * inv) << "d " << d << " row " << r;
+        for (int64_t i = 0; i < d; ++i) {
+          const double want = xv[r * d + i] * inv * sv[i];
+          EXPECT_NEAR(out[0].data<float>()[r * d + i], want, 1e-6 * std::fabs(want) + 1e-7) << "d " << d << " at " << i;
+        }
+      }
+    }
+  }
 }
 
 // input + skip + bias = [1, 3] + ... : SkipLayerNormalization's bias is input 4 (beta is 3).

@@ -73,4 +73,12 @@ std::vector<C> vector_values(const Tensor& t, int64_t n, const char* what) {
   return out;
 }
 
+// A float32 `t` of exactly `shape`'s size is read in place; anything else is broadcast into `buf`.
+inline const float* direct_or_broadcast(const Tensor& t, const Shape& shape, std::vector<float>& buf, const char* what) {
+  if (t.dtype() == DType::kFloat32 && t.numel() == shape_numel(shape) && broadcasts_to(t.shape(), shape))
+    return t.data<float>();
+  buf = broadcast_values<float>(t, shape, what);
+  return buf.data();
+}
+
 }  // namespace mminfer::kernels::norm_params

@@ -47,4 +47,28 @@ void layer_norm_row_scalar(const float* x, float* y, int64_t n, const float* sca
   }
 }
 
+float rms_norm_row_avx2(const float* x, float* y, int64_t n, const float* scale, float eps) {
+  __m256d a0 = _mm256_setzero_pd(), a1 = a0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    a0 = _mm256_fmadd_pd(lo, lo, a0);
+    a1 = _mm256_fmadd_pd(hi, hi, a1);
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
+  double sum_sq = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (int64_t k = i; k < n; ++k) sum_sq += static_cast<double>(x[k]) * static_cast<double>(x[k]);
+  const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
+  const __m256 vi = _mm256_set1_ps(inv);
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 t = _mm256_mul_ps(_mm256_loadu_ps(x + i), vi);
+    if (scale) t = _mm256_mul_ps(t, _mm256_loadu_ps(scale + i));
+    _mm256_storeu_ps(y + i, t);
+  }
+  for (; i < n; ++i) y[i] = scale ? x[i] * inv * scale[i] : x[i] * inv;
+  return inv;
+}
+
 }  // namespace mminfer::kernels::norm_simd

@@ -1,5 +1,5 @@
-// float32 row normalization for LayerNormalization (and the per-row parts of the other
-// normalizations), AVX2+FMA with a plain scalar twin.
+// float32 row normalization for LayerNormalization, RMS normalization (and the per-row parts of
+// the other normalizations), AVX2+FMA, LayerNormalization's with a plain scalar twin.
 #pragma once
 #include <cstdint>
 
@@ -11,5 +11,9 @@ void layer_norm_row_avx2(const float* x, float* y, int64_t n, const float* scale
                          float* mean_out, float* inv_std_out);
 void layer_norm_row_scalar(const float* x, float* y, int64_t n, const float* scale, const float* bias, float eps,
                            float* mean_out, float* inv_std_out);
+
+// y = x / sqrt(mean(x^2) + eps) * scale over n elements (scale may be null; y may equal x), the
+// squares summed in double; returns 1 / sqrt(mean(x^2) + eps).
+float rms_norm_row_avx2(const float* x, float* y, int64_t n, const float* scale, float eps);
 
 }  // namespace mminfer::kernels::norm_simd

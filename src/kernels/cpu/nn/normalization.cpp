@@ -86,8 +86,8 @@ class LayerNormKernel final : public Kernel {
   void run_f32(const Tensor& x, const Tensor& scale_t, const Tensor* bias_t, const Shape& norm_shape, int64_t rows,
                int64_t d, Tensor& y, Tensor* mean_t, Tensor* inv_t) const {
     std::vector<float> scale_buf, bias_buf;
-    const float* scale = direct_or_broadcast(scale_t, norm_shape, scale_buf, "Scale");
-    const float* bias = bias_t ? direct_or_broadcast(*bias_t, norm_shape, bias_buf, "B") : nullptr;
+    const float* scale = norm_params::direct_or_broadcast(scale_t, norm_shape, scale_buf, "Scale");
+    const float* bias = bias_t ? norm_params::direct_or_broadcast(*bias_t, norm_shape, bias_buf, "B") : nullptr;
     const float* src = x.data<float>();
     float* dst = y.data<float>();
     float* means = mean_t ? mean_t->data<float>() : nullptr;
@@ -100,13 +100,6 @@ class LayerNormKernel final : public Kernel {
     });
   }
 
-  static const float* direct_or_broadcast(const Tensor& t, const Shape& shape, std::vector<float>& buf,
-                                          const char* what) {
-    if (t.dtype() == DType::kFloat32 && t.numel() == shape_numel(shape) && norm_params::broadcasts_to(t.shape(), shape))
-      return t.data<float>();
-    buf = norm_params::broadcast_values<float>(t, shape, what);
-    return buf.data();
-  }
 
   template <typename N, typename C>
   void run_generic(const Tensor& x, const Tensor& scale_t, const Tensor* bias_t, const Shape& norm_shape, int64_t rows,

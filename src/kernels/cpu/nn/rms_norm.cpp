@@ -9,6 +9,7 @@
 #include "kernels/cpu/common/numeric_visit.h"
 #include "kernels/cpu/common/registry.h"
 #include "kernels/cpu/nn/norm_params.h"
+#include "kernels/cpu/nn/norm_simd.h"
 
 namespace mminfer::kernels {
 
@@ -45,8 +46,22 @@ class RmsNormKernel final : public Kernel {
     int64_t d = shape_numel(norm_shape);
     if (x.numel() == 0 || d == 0) return;
     int64_t rows = x.numel() / d;
-    std::vector<float> scale = norm_params::broadcast_values<float>(*in[1], norm_shape, "scale");
     float* inv_out = out.size() > 1 && out[1] ? out[1]->data<float>() : nullptr;
+    if (x.dtype() == DType::kFloat32 && out[0]->dtype() == DType::kFloat32) {  // a decoder's every step: no copies
+      std::vector<float> buf;
+      const float* scale = norm_params::direct_or_broadcast(*in[1], norm_shape, buf, "scale");
+      const float* src = x.data<float>();
+      float* dst = out[0]->data<float>();
+      const float eps = eps_;
+      parallel_for(rows, std::max<int64_t>(1, 4096 / d), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const float inv = norm_simd::rms_norm_row_avx2(src + r * d, dst + r * d, d, scale, eps);
+          if (inv_out) inv_out[r] = inv;
+        }
+      });
+      return;
+    }
+    std::vector<float> scale = norm_params::broadcast_values<float>(*in[1], norm_shape, "scale");
     visit_float_type(x.dtype(), "X", [&](auto xtag) {
       visit_float_type(out[0]->dtype(), "Y", [&](auto ytag) {
         using NX = decltype(xtag);
