@@ -141,6 +141,53 @@ OpSchema matmul_nbits() {
   return s;
 }
 
+// Attention over a KV cache with grouped heads (onnxruntime-genai's decoders). Typed here so that
+// ONNX's inference carries dtypes and shapes on through the layers after the first attention:
+// output is [B, S, num_heads * head_size] in the query's dtype; the presents take its dtype.
+OpSchema group_query_attention() {
+  OpSchema s("GroupQueryAttention", __FILE__, __LINE__);
+  s.SetDomain(kMicrosoft).SinceVersion(1)
+      .AllowUncheckedAttributes()
+      .Attr("num_heads", "query heads", AttributeProto::INT)
+      .Attr("kv_num_heads", "key and value heads", AttributeProto::INT)
+      .Input(0, "query", "", "T")
+      .Input(1, "key", "", "T", OpSchema::Optional)
+      .Input(2, "value", "", "T", OpSchema::Optional)
+      .Input(3, "past_key", "", "T", OpSchema::Optional)
+      .Input(4, "past_value", "", "T", OpSchema::Optional)
+      .Input(5, "seqlens_k", "", "M")
+      .Input(6, "total_sequence_length", "", "M")
+      .Input(7, "cos_cache", "", "T", OpSchema::Optional)
+      .Input(8, "sin_cache", "", "T", OpSchema::Optional)
+      .Input(9, "position_ids", "", "P", OpSchema::Optional)
+      .Input(10, "attention_bias", "", "T", OpSchema::Optional)
+      .Input(11, "head_sink", "", "T", OpSchema::Optional)
+      .Output(0, "output", "", "T")
+      .Output(1, "present_key", "", "T", OpSchema::Optional)
+      .Output(2, "present_value", "", "T", OpSchema::Optional)
+      .Output(3, "output_qk", "", "T", OpSchema::Optional)
+      .TypeConstraint("T", kFloats, "")
+      .TypeConstraint("M", {"tensor(int32)"}, "")
+      .TypeConstraint("P", {"tensor(int64)"}, "")
+      .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+        for (size_t o = 0; o < ctx.getNumOutputs() && o < 3; ++o) onnx::propagateElemTypeFromInputToOutput(ctx, 0, o);
+        if (!onnx::hasInputShape(ctx, 0)) return;
+        const auto& q = ctx.getInputType(0)->tensor_type().shape();
+        if (q.dim_size() != 3 || !q.dim(2).has_dim_value()) return;
+        const int64_t heads = onnx::getAttribute(ctx, "num_heads", static_cast<int64_t>(0));
+        const int64_t kv_heads = onnx::getAttribute(ctx, "kv_num_heads", static_cast<int64_t>(0));
+        const int64_t width = q.dim(2).dim_value();
+        const bool packed = ctx.getNumInputs() < 2 || ctx.getInputType(1) == nullptr;  // query holds q, k and v side by side
+        const int64_t parts = packed ? heads + 2 * kv_heads : heads;
+        if (heads <= 0 || kv_heads <= 0 || width % parts != 0) return;  // the kernel reports it
+        auto* y = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+        *y->add_dim() = q.dim(0);
+        *y->add_dim() = q.dim(1);
+        y->add_dim()->set_dim_value(width / parts * heads);
+      });
+  return s;
+}
+
 }  // namespace
 
 void register_contrib_schemas() {
@@ -150,7 +197,7 @@ void register_contrib_schemas() {
     auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance();
     if (!ranges.Map().count(kMicrosoft)) ranges.AddDomainToVersion(kMicrosoft, 1, 1);
     for (OpSchema s : {simplified_layer_norm(), skip_layer_norm(false), skip_layer_norm(true), rotary_embedding(),
-                        matmul_nbits()}) {
+                        matmul_nbits(), group_query_attention()}) {
       if (onnx::OpSchemaRegistry::Schema(s.Name(), s.domain())) continue;  // a newer onnx knows it
       onnx::OpSchemaRegistry::OpSchemaRegisterOnce reg(s);
     }

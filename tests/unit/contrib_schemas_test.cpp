@@ -102,3 +102,54 @@ TEST(ContribSchemas, ArityIsChecked) {
         << e.what();
   }
 }
+
+// GroupQueryAttention's output is [B, S, num_heads * head_size] in the query's dtype, with q, k and
+// v packed into the query or given apart, so the layers after it keep their shapes.
+TEST(ContribSchemas, GroupQueryAttentionOutputFeedsTheLayersAfter) {
+  for (bool packed : {true, false}) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    auto* o = m.add_opset_import();
+    o->set_domain("com.microsoft");
+    o->set_version(1);
+    auto& g = *m.mutable_graph();
+    g.set_name("gqa");
+    // 4 query heads and 2 KV heads of size 8: packed q|k|v is 64 wide, the output 32.
+    add_input(g, "q", {1, 3, packed ? 64 : 32});
+    if (!packed) {
+      add_input(g, "k", {1, 3, 16});
+      add_input(g, "v", {1, 3, 16});
+    }
+    add_input(g, "past_k", {1, 2, 4, 8});
+    add_input(g, "past_v", {1, 2, 4, 8});
+    add_input(g, "seqlens", {1});
+    add_input(g, "total", {});
+    g.mutable_input(g.input_size() - 1)->mutable_type()->mutable_tensor_type()->mutable_shape();  // a scalar
+    for (int i = g.input_size() - 2; i < g.input_size(); ++i)
+      g.mutable_input(i)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT32);
+    auto* gqa = add_node(g, "GroupQueryAttention", "com.microsoft",
+                         {"q", packed ? "" : "k", packed ? "" : "v", "past_k", "past_v", "seqlens", "total"},
+                         {"attn", "present_k", "present_v"});
+    for (auto [name, heads] : {std::pair<const char*, int64_t>{"num_heads", 4}, {"kv_num_heads", 2}}) {
+      auto* a = gqa->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(heads);
+    }
+    add_node(g, "Relu", "", {"attn"}, {"out"});
+    auto* out = g.add_output();
+    out->set_name("out");
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int d = 0; d < 3; ++d) out->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim();
+    auto loaded = mminfer::onnx_io::load_model(m.SerializeAsString(), ".");
+    EXPECT_TRUE(loaded.warnings.empty()) << loaded.warnings.front();
+    for (const char* name : {"attn", "out"}) {
+      const auto& v = value(loaded.graph, name);
+      EXPECT_EQ(v.dtype, mminfer::DType::kFloat32) << name << (packed ? " packed" : " apart");
+      EXPECT_TRUE(v.has_shape) << name;
+      EXPECT_EQ(v.dims, (std::vector<int64_t>{1, 3, 32})) << name << (packed ? " packed" : " apart");
+    }
+    EXPECT_EQ(value(loaded.graph, "present_k").dtype, mminfer::DType::kFloat32);
+  }
+}
