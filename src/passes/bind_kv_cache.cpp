@@ -174,13 +174,8 @@ std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* wh
   }
   int lengths = blocks.empty() ? -1 : add_input(g, KvCacheBinding::kLengthsInput, DType::kInt64, {-1});
   for (const Block& b : blocks) {
-    ir::Node fused;
-    fused.name = g.label(g.nodes[b.nodes.back()]) + "/cached_attention";
-    fused.op_type = "CachedAttention";
-    fused.domain = "mminfer";
-    fused.opset = 1;
-    fused.inputs = {b.q, b.k.fresh, b.v.fresh, b.k.past, b.v.past, lengths};
-    fused.outputs = {b.out};
+    ir::Node fused = mminfer_node("CachedAttention", g.label(g.nodes[b.nodes.back()]) + "/cached_attention",
+                                  {b.q, b.k.fresh, b.v.fresh, b.k.past, b.v.past, lengths}, {b.out});
     fused.attrs.set("scale", b.scale);
     fused.attrs.set("causal", int64_t{b.masked ? 1 : 0});
     replace_nodes(g, b.nodes, std::move(fused));

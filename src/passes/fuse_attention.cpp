@@ -65,14 +65,8 @@ bool fuse_attention(ir::Graph& g, const PassContext&) {
     int v = g.nodes[next].inputs[1];
     if (known_rank(g, v) != rank) continue;
 
-    ir::Node fused;
-    fused.name = g.label(g.nodes[next]) + "/attention";
-    fused.op_type = "Attention";
-    fused.domain = "mminfer";
-    fused.opset = 1;
-    fused.inputs = {q, kt, v};
+    ir::Node fused = mminfer_node("Attention", g.label(g.nodes[next]) + "/attention", {q, kt, v}, g.nodes[next].outputs);
     if (mask >= 0) fused.inputs.push_back(mask);
-    fused.outputs = g.nodes[next].outputs;
     fused.attrs.set("scale", scale);
     chain.push_back(next);
     replace_nodes(g, chain, std::move(fused));

@@ -74,12 +74,7 @@ bool fuse_matmul_bias(ir::Graph& g, const PassContext&) {
       out = silu->output;
     }
     if (bias < 0 && residual < 0 && !act) continue;
-    ir::Node fused;
-    fused.name = g.label(mm) + "/fused";
-    fused.op_type = "FusedMatMul";
-    fused.domain = "mminfer";
-    fused.opset = 1;
-    fused.inputs = {x, w};
+    ir::Node fused = mminfer_node("FusedMatMul", g.label(mm) + "/fused", {x, w}, {});
     if (bias >= 0) {
       // The kernel wants a 1-D bias; a [1, N] or [1, 1, N] constant is the same numbers.
       const Tensor& bt = g.values[bias].constant;

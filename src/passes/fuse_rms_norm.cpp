@@ -34,8 +34,6 @@ int squared(const ir::Graph& g, int sq) {
   return -1;
 }
 
-int other(const ir::Node& n, int v) { return n.inputs[0] == v ? n.inputs[1] : n.inputs[0]; }
-
 }  // namespace
 
 bool fuse_rms_norm(ir::Graph& g, const PassContext&) {
@@ -51,7 +49,7 @@ bool fuse_rms_norm(ir::Graph& g, const PassContext&) {
     // + eps, √
     int add_i = uses.only_reader(mean.outputs[0]);
     if (add_i < 0 || !is_op(g.nodes[add_i], "Add")) continue;
-    auto eps = scalar_constant(g, other(g.nodes[add_i], mean.outputs[0]));
+    auto eps = scalar_constant(g, other_input(g.nodes[add_i], mean.outputs[0]));
     int sqrt_i = uses.only_reader(g.nodes[add_i].outputs[0]);
     if (!eps || sqrt_i < 0 || !is_op(g.nodes[sqrt_i], "Sqrt")) continue;
     nodes.insert(nodes.end(), {add_i, sqrt_i});
@@ -66,7 +64,7 @@ bool fuse_rms_norm(ir::Graph& g, const PassContext&) {
       nodes.push_back(next);
     } else if ((is_op(n, "Div") && n.inputs[1] == root && scalar_constant(g, n.inputs[0]) == 1.f) || is_op(n, "Reciprocal")) {
       int mul_i = uses.only_reader(n.outputs[0]);
-      if (mul_i < 0 || !is_op(g.nodes[mul_i], "Mul") || other(g.nodes[mul_i], n.outputs[0]) != x) continue;
+      if (mul_i < 0 || !is_op(g.nodes[mul_i], "Mul") || other_input(g.nodes[mul_i], n.outputs[0]) != x) continue;
       normed = g.nodes[mul_i].outputs[0];
       nodes.insert(nodes.end(), {next, mul_i});
     } else {
@@ -75,7 +73,8 @@ bool fuse_rms_norm(ir::Graph& g, const PassContext&) {
     // · weight (a float vector over the last axis)
     int scale_i = uses.only_reader(normed);
     if (scale_i < 0 || !is_op(g.nodes[scale_i], "Mul")) continue;
-    int weight = other(g.nodes[scale_i], normed);
+    int weight = other_input(g.nodes[scale_i], normed);
+    if (weight < 0) continue;
     const ir::Value& w = g.values[weight];
     if (!w.is_constant || w.constant.dtype() != DType::kFloat32 || w.constant.rank() != 1) continue;
     nodes.push_back(scale_i);

@@ -86,13 +86,8 @@ bool fuse_rotate_half(ir::Graph& g, const PassContext&) {
     int cos = other_input(g.nodes[mul_cos_i], x);
     if (sin < 0 || cos < 0 || !table_fits(g, cos, x) || !table_fits(g, sin, x)) continue;
 
-    ir::Node fused;
-    fused.name = g.label(g.nodes[add_i]) + "/rotate_half";
-    fused.op_type = "RotateHalf";
-    fused.domain = "mminfer";
-    fused.opset = 1;
-    fused.inputs = {x, cos, sin};
-    fused.outputs = {g.nodes[add_i].outputs[0]};
+    ir::Node fused = mminfer_node("RotateHalf", g.label(g.nodes[add_i]) + "/rotate_half", {x, cos, sin},
+                                  {g.nodes[add_i].outputs[0]});
     replace_nodes(g, {first_i, second_i, neg_i, static_cast<int>(ci), mul_sin_i, mul_cos_i, add_i}, std::move(fused));
     uses = UseCounts(g);
     changed = true;

@@ -32,13 +32,7 @@ bool fuse_swiglu(ir::Graph& g, const PassContext&) {
     if (g.values[gate].dtype != DType::kFloat32) continue;
     auto silu = match_silu(g, uses, gate);
     if (!silu || silu->alpha != 1.f) continue;
-    ir::Node fused;
-    fused.name = g.label(g.nodes[si]) + "/silu";
-    fused.op_type = "Silu";
-    fused.domain = "mminfer";
-    fused.opset = 1;
-    fused.inputs = {gate};
-    fused.outputs = {silu->output};
+    ir::Node fused = mminfer_node("Silu", g.label(g.nodes[si]) + "/silu", {gate}, {silu->output});
     std::vector<int> nodes = silu->nodes;
     int mul_i = uses.only_reader(silu->output);
     if (mul_i >= 0 && is_op(g.nodes[mul_i], "Mul")) {

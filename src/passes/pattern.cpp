@@ -175,6 +175,17 @@ ir::Node default_node(const ir::Graph& g, const std::string& op, const std::stri
   return n;
 }
 
+ir::Node mminfer_node(const std::string& op, const std::string& name, std::vector<int> inputs, std::vector<int> outputs) {
+  ir::Node n;
+  n.op_type = op;
+  n.name = name;
+  n.domain = "mminfer";
+  n.opset = 1;
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  return n;
+}
+
 int add_int64_constant(ir::Graph& g, const std::string& name, const std::vector<int64_t>& v) {
   Tensor t = Tensor::empty(DType::kInt64, {static_cast<int64_t>(v.size())});
   std::copy(v.begin(), v.end(), t.data<int64_t>());

@@ -53,6 +53,8 @@ std::string fresh_name(const ir::Graph& g, const std::string& base);
 // A default-domain node at the graph's opset, with one output.
 ir::Node default_node(const ir::Graph& g, const std::string& op, const std::string& name, std::vector<int> inputs,
                       int output);
+// A node of ours (domain "mminfer", opset 1), as the fusion passes make them.
+ir::Node mminfer_node(const std::string& op, const std::string& name, std::vector<int> inputs, std::vector<int> outputs);
 // A new constant int64 vector value (named after `name`, made fresh).
 int add_int64_constant(ir::Graph& g, const std::string& name, const std::vector<int64_t>& v);
 
