@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/output_text.h"
 #include "cli/commands.h"
 #include "cli/json_output.h"
 #include "pipelines/generation/chat_template.h"
@@ -163,12 +164,7 @@ int cmd_generate(int argc, char** argv) {
     }
   }
   json.finish();
-  if (session.profile) {
-    std::vector<OpTime> ops = generator.decoder().op_times();
-    std::sort(ops.begin(), ops.end(), [](const OpTime& a, const OpTime& b) { return a.total_ms > b.total_ms; });
-    for (const OpTime& o : ops)
-      std::fprintf(stderr, "  %-32s %9.2f ms %7lld calls\n", o.op_type.c_str(), o.total_ms, static_cast<long long>(o.calls));
-  }
+  if (session.profile) print_op_times(generator.decoder().op_times());
   std::fprintf(stderr, "mminfer generate: %zu prompt tokens prefilled in %.1f ms; %zu steps at %.2f ms per token (%.1f tokens/s)\n",
                t.prompt_tokens, t.prefill_ms, t.decode_steps, per_token, tokens_per_s);
   return 0;

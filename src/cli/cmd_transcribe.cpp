@@ -17,12 +17,12 @@ int cmd_transcribe(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_decoder_precision_flags({"--pipeline", "--language", "--task", "--max-new-tokens", "--beam", "--kv-cache", "--threads",
                                           "--feature-cache-mb"}),
-            {"--help", "--json", "--jsonl", "--timestamps"});
+            {"--help", "--json", "--jsonl", "--timestamps", "--profile"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer transcribe --pipeline DIR AUDIO... [--language en] [--task transcribe|translate]\n"
         "                          [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16|int8] [--threads N]\n"
-        "                          [--timestamps] [--feature-cache-mb N] [--json | --jsonl]\n"
+        "                          [--timestamps] [--feature-cache-mb N] [--json | --jsonl] [--profile]\n"
         "  the text of each audio file (WAV, FLAC, Ogg, MP3...) with a Whisper-style folder (Optimum's\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and\n"
         "  the configs); audio longer than the model's window (30 s) is cut into windows decoded together\n"
@@ -41,7 +41,8 @@ int cmd_transcribe(int argc, char** argv) {
         "  --json adds \"segments\": [{\"start\", \"end\", \"text\", \"tokens\"}] (seconds),\n"
         "  \"window_starts\" (seconds) and \"window_tokens\" of the windows decoded; \"text\" holds\n"
         "  the kept segments' tokens, \"tokens\" every window's\n"
-        "  a bad file prints one error line and the others still run (exit status 1)\n",
+        "  a bad file prints one error line and the others still run (exit status 1)\n"
+        "  --profile prints the decoder's per-step time per op type to stderr\n",
         args.usage_stream());
     std::fputs(kDecoderPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -50,6 +51,7 @@ int cmd_transcribe(int argc, char** argv) {
   session.threads = threads_flag(args);
   const size_t feature_bytes = feature_cache_flag(args);
   session.precision = decoder_precision_flags(args);
+  session.profile = args.has("--profile");
   pipelines::SpeechToText model(args.get("--pipeline"), session, kv_cache_flag(args));
   model.features().set_cache_bytes(feature_bytes);
   pipelines::TranscribeOptions options;
@@ -109,6 +111,7 @@ int cmd_transcribe(int argc, char** argv) {
     std::fflush(stdout);
   }
   json.finish();
+  if (session.profile) print_op_times(model.decoder_op_times());
   return failures ? 1 : 0;
 }
 

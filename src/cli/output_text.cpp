@@ -1,5 +1,6 @@
 #include "cli/output_text.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/one_line.h"
@@ -16,5 +17,11 @@ std::string short_text(const std::string& s, size_t max_bytes) {
 }
 
 std::string one_line_text(const std::string& s) { return s.empty() ? "''" : one_line(s); }
+
+void print_op_times(std::vector<OpTime> ops) {
+  std::sort(ops.begin(), ops.end(), [](const OpTime& a, const OpTime& b) { return a.total_ms > b.total_ms; });
+  for (const OpTime& o : ops)
+    std::fprintf(stderr, "  %-32s %9.2f ms %7lld calls\n", o.op_type.c_str(), o.total_ms, static_cast<long long>(o.calls));
+}
 
 }  // namespace mminfer::cli

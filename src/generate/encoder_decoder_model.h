@@ -35,6 +35,8 @@ class EncoderDecoderModel final : public StepModel {
   Tensor prefill(int64_t row, const std::vector<TokenId>& prompt) override;
   Tensor step(int64_t row, const Tensor& ids) override;
   void reorder(std::span<const int64_t> sources) override;
+  // The with-past decoder's time per op type, when the session options asked for a profile.
+  std::vector<OpTime> op_times() { return with_past_.op_times(); }
 
  private:
   std::unique_ptr<Session> first_;
