@@ -139,13 +139,15 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 }  // namespace
 
 // Decoding's few query rows read K as rows, in place (a cache's [keys, depth] layout): the same
-// answers as the reference with masks, causal cuts, depths that are not a multiple of 16 and
-// key counts on both sides of the 16-key steps.
+// answers as the reference with masks, causal cuts, depths that are not a multiple of 16, depths
+// and value widths of one or more whole 64-wide panels and partial ones after them, and key
+// counts on both sides of the 16-key steps.
 TEST(Attention, KeyRowsPathMatchesReference) {
   if (!mminfer::cpu_features().avx512f) GTEST_SKIP() << "the K-rows path is 512-bit only";
   for (Case c : {Case{1, 1, 1, 1, false, false}, Case{1, 1500, 64, 64, false, false}, Case{5, 1500, 64, 64, false, false},
                  Case{6, 17, 20, 24, true, false}, Case{3, 33, 64, 64, true, true}, Case{2, 16, 16, 8, false, true},
-                 Case{4, 50, 80, 40, true, false}}) {
+                 Case{4, 50, 80, 40, true, false}, Case{3, 100, 128, 128, false, false}, Case{2, 40, 192, 72, true, false},
+                 Case{6, 47, 64, 130, false, true}}) {
     Filled f = random_problem(c.sq, c.sk, c.d, c.dv, static_cast<unsigned>(c.sk + c.d));
     std::vector<float> got(c.sq * c.dv, 5.f), want(c.sq * c.dv, -5.f), scratch(att::kBlockRows * c.sk);
     att::Problem p{f.q.data(), f.kt.data(), f.v.data(), c.mask ? f.mask.data() : nullptr, want.data(),

@@ -174,7 +174,7 @@ class AttentionKernel final : public Kernel {
     // layouts are packed per (batch, head) into scratch, which stays in cache. The 512-bit tiles
     // read K as rows in place for a single query row (greedy decoding) instead; from two rows on
     // (beams folded together) packing once and the row tiles were faster (1,500 keys, from DRAM).
-    const bool k_rows = avx512 && kv.stride[r - 1] != 1 && kv.stride[r - 2] == 1 && rows == 1;
+    const bool k_rows = avx512 && kv.stride[r - 1] != 1 && kv.stride[r - 2] == 1 && rows <= attention::kBlockRows;
     bool pack_q = q.stride[r - 1] != 1, pack_k = kv.stride[r - 1] != 1 && !k_rows, pack_v = vv.stride[r - 1] != 1;
     bool pack_o = ov.stride[r - 1] != 1, pack_m = mask_t && mstride[r - 1] == 0 && sk > 1;
     parallel_for(batch, 1, [&](int64_t b0, int64_t b1) {
