@@ -9,6 +9,31 @@
 #include "generate/softmax.h"
 
 namespace mminfer::generate {
+namespace {
+
+// The `keep` best of an item's rows x vocab candidate scores, as indices into them (row * vocab +
+// token), best first, ties to the lower index: each row's best go through a short sorted list
+// (one comparison per candidate once it is full), then the rows' lists are merged. A full sort
+// of every candidate cost more than the decoder step at Whisper's 51,865 tokens x 5 beams.
+std::vector<size_t> best_candidates(const float* item, size_t rows, size_t vocab, size_t keep) {
+  const auto before = [&](size_t x, size_t y) { return item[x] > item[y] || (item[x] == item[y] && x < y); };
+  std::vector<size_t> all, row_best;
+  for (size_t r = 0; r < rows; ++r) {
+    row_best.clear();
+    for (size_t i = r * vocab, end = i + vocab; i < end; ++i) {
+      // Indices rise along the scan, so a later equal score never goes before a kept one.
+      if (row_best.size() == keep && !(item[i] > item[row_best.back()])) continue;
+      if (row_best.size() == keep) row_best.pop_back();
+      row_best.insert(std::upper_bound(row_best.begin(), row_best.end(), i, before), i);
+    }
+    all.insert(all.end(), row_best.begin(), row_best.end());
+  }
+  std::sort(all.begin(), all.end(), before);
+  all.resize(std::min(all.size(), keep));
+  return all;
+}
+
+}  // namespace
 
 BeamSearch::BeamSearch(BeamSearchOptions options, const std::vector<std::vector<TokenId>>& prompts)
     : options_(std::move(options)), batch_(prompts.size()) {
@@ -94,7 +119,6 @@ void BeamSearch::step(std::span<const float> logits, size_t vocab, const LogitsP
   std::vector<float> next_scores(rows(), 0.0f);
   beam_indices_.assign(rows(), 0);
   next_tokens_.assign(rows(), options_.pad_token_id);
-  std::vector<size_t> order(beams * vocab);
   for (size_t b = 0; b < batch_; ++b) {
     Hypotheses& hyps = finished_[b];
     const size_t first_row = b * beams;
@@ -108,9 +132,7 @@ void BeamSearch::step(std::span<const float> logits, size_t vocab, const LogitsP
       continue;
     }
     const float* item = candidates.data() + first_row * vocab;
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(keep), order.end(),
-                      [&](size_t x, size_t y) { return item[x] > item[y] || (item[x] == item[y] && x < y); });
+    const std::vector<size_t> order = best_candidates(item, beams, vocab, keep);
     size_t filled = 0;
     for (size_t rank = 0; rank < keep && filled < beams; ++rank) {
       const size_t parent = first_row + order[rank] / vocab;

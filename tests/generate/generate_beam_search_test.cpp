@@ -91,6 +91,23 @@ TEST(BeamSearch, RowsContinueTheParentsTheIndicesName) {
   }
 }
 
+// Equal candidate scores rank by row, then by token (as a stable sort over rows x vocab would):
+// uniform logits on two equal beams keep the first row's first two tokens.
+TEST(BeamSearch, TiesGoToTheLowerRowThenTheLowerToken) {
+  BeamSearchOptions options;
+  options.num_beams = 2;
+  options.eos_token_ids = {3};
+  options.max_length = 10;
+  BeamSearch search(options, {{1}});
+  const std::vector<float> uniform(2 * 6, 0.25f);
+  search.step(uniform, 6);  // only the first beam is live at the start
+  EXPECT_EQ(search.next_tokens(), (std::vector<TokenId>{0, 1}));
+  EXPECT_EQ(search.beam_indices(), (std::vector<size_t>{0, 0}));
+  search.step(uniform, 6);  // both beams now score the same: row 0 wins every tie
+  EXPECT_EQ(search.next_tokens(), (std::vector<TokenId>{0, 1}));
+  EXPECT_EQ(search.beam_indices(), (std::vector<size_t>{0, 0}));
+}
+
 // Once an item is finished its rows idle on padding: whatever the model returns for them (NaN
 // here) is not read, and each row continues itself so the cache does not move.
 TEST(BeamSearch, FinishedItemsIgnoreTheirLogitsAndKeepTheirRows) {

@@ -1,5 +1,6 @@
 // Greedy and seeded sampling: PCG32 against its published outputs, a sampled sequence fixed for
 // one seed (any change in the generator or the draw shows here), and the draw's frequencies.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 
 #include "generate/logits_processors.h"
 #include "generate/samplers.h"
+#include "generate/softmax.h"
 #include "generate/rng.h"
 
 namespace mminfer::generate {
@@ -52,6 +54,42 @@ TEST(Sampling, MaskedTokensAreNeverDrawnAndFrequenciesFollowProbabilities) {
   EXPECT_NEAR(counts[0] / double(draws), 0.5, 0.02);
   EXPECT_NEAR(counts[1] / double(draws), 0.3, 0.02);
   EXPECT_NEAR(counts[2] / double(draws), 0.2, 0.02);
+}
+
+}  // namespace
+}  // namespace mminfer::generate
+
+namespace mminfer::generate {
+namespace {
+
+// Beam search ranks log_softmax's values across rows: against a plain double computation they
+// agree to float rounding for any length (vector body and tail), masked (-inf) tokens stay -inf,
+// and NaN, +inf or a fully masked row are errors.
+TEST(LogSoftmax, MatchesDoubleReferenceAndRejectsBadRows) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t n : {1u, 7u, 8u, 9u, 51865u}) {
+    std::vector<float> x(n), got(n);
+    for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 12.0);
+    if (n > 3) x[2] = -inf;
+    log_softmax(x, got);
+    double max = -INFINITY, sum = 0.0;
+    for (float v : x) max = std::max<double>(max, v);
+    for (float v : x) sum += std::exp(static_cast<double>(v) - max);
+    for (size_t i = 0; i < n; ++i) {
+      const double want = static_cast<double>(x[i]) - max - std::log(sum);
+      if (std::isinf(want)) EXPECT_EQ(got[i], -inf) << n << " " << i;
+      else EXPECT_NEAR(got[i], want, 2e-6 * (1.0 + std::fabs(want))) << n << " " << i;
+    }
+  }
+  std::vector<float> out(9);
+  std::vector<float> bad(9, 0.f);
+  bad[8] = std::nanf("");
+  EXPECT_THROW(log_softmax(bad, out), std::invalid_argument);  // NaN in the scalar tail
+  bad[8] = 0.f, bad[3] = std::nanf("");
+  EXPECT_THROW(log_softmax(bad, out), std::invalid_argument);  // and in the vector body
+  bad[3] = inf;
+  EXPECT_THROW(log_softmax(bad, out), std::invalid_argument);
+  EXPECT_THROW(log_softmax(std::vector<float>(9, -inf), out), std::invalid_argument);
 }
 
 }  // namespace
