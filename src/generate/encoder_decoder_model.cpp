@@ -68,14 +68,16 @@ Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& pro
   cache_->set_length(row, static_cast<int64_t>(prompt.size()));
   for (size_t c = 0; c < cross_names_.size(); ++c) {
     const Tensor& present = out[1 + 2 * pairs.size() + c];
+    // One slot per row; with a single input, one slot for all (its beams share it: reorder()).
+    const int64_t slots = one_input() ? 1 : cache_->rows();
     if (!cross_[c].defined()) {
       Shape shape = present.shape();
-      shape[0] = cache_->rows();
+      shape[0] = slots;
       cross_[c] = Tensor::empty(DType::kFloat32, shape);
     }
-    if (present.dtype() != DType::kFloat32 || present.dim(0) != 1 || present.numel() * cache_->rows() != cross_[c].numel())
+    if (present.dtype() != DType::kFloat32 || present.dim(0) != 1 || present.numel() * slots != cross_[c].numel())
       throw Error("'" + present_of(cross_names_[c]) + "' is " + shape_str(present.shape()) + ", unlike the other rows'");
-    std::memcpy(runtime::rows_of(cross_[c], row, 1).raw(), present.raw(), present.nbytes());
+    std::memcpy(runtime::rows_of(cross_[c], slot(row), 1).raw(), present.raw(), present.nbytes());
   }
   cross_row_[row] = row;
   const Tensor& logits = out[0];
@@ -88,13 +90,15 @@ Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& pro
 void EncoderDecoderModel::reorder(std::span<const int64_t> sources) {
   cache_->reorder(sources);
   // Beams of one input share its cross keys and values: rows copy them only when they come from
-  // another prompt's row (the first reorder after the prefills).
+  // another prompt's row (the first reorder after the prefills). A single input has one slot,
+  // which every step passes to all rows.
   std::vector<int64_t> made_by = cross_row_;
   for (size_t r = 0; r < sources.size(); ++r) {
     int64_t from = sources[r];
     if (made_by[from] == made_by[r]) continue;
-    for (Tensor& t : cross_)
-      if (t.defined()) std::memcpy(runtime::rows_of(t, static_cast<int64_t>(r), 1).raw(), runtime::rows_of(t, from, 1).raw(), t.nbytes() / t.dim(0));
+    if (!one_input())
+      for (Tensor& t : cross_)
+        if (t.defined()) std::memcpy(runtime::rows_of(t, static_cast<int64_t>(r), 1).raw(), runtime::rows_of(t, from, 1).raw(), t.nbytes() / t.dim(0));
     cross_row_[r] = made_by[from];
   }
 }
@@ -103,12 +107,18 @@ Tensor EncoderDecoderModel::step(int64_t row, const Tensor& ids) {
   int64_t n = ids.dim(0);
   // Rows whose cross keys and values one prompt made (the beams of one input) pass a single copy:
   // the decoder's attention broadcasts it over them and reads it once a step, not once per beam.
+  if (row < 0 || n < 1 || row + n > static_cast<int64_t>(cross_row_.size()))
+    throw Error("decoder step over rows " + std::to_string(row) + ".." + std::to_string(row + n - 1) + " of " +
+                std::to_string(cross_row_.size()));
   const int64_t source = cross_row_[static_cast<size_t>(row)];
   bool shared = true;
-  for (int64_t r = row; r < row + n; ++r) shared = shared && cross_row_[static_cast<size_t>(r)] == source;
+  for (int64_t r = row; r < row + n; ++r) {
+    if (cross_row_[static_cast<size_t>(r)] < 0) throw Error("decoder row " + std::to_string(r) + " stepped before its prompt");
+    shared = shared && cross_row_[static_cast<size_t>(r)] == source;
+  }
   std::vector<NamedTensor> extra;
   for (size_t c = 0; c < cross_names_.size(); ++c)
-    extra.emplace_back(cross_names_[c], runtime::rows_of(cross_[c], row, shared ? 1 : n));
+    extra.emplace_back(cross_names_[c], shared ? runtime::rows_of(cross_[c], slot(source), 1) : runtime::rows_of(cross_[c], row, n));
   return with_past_.step(*cache_, row, "input_ids", ids, extra);
 }
 

@@ -39,6 +39,10 @@ class EncoderDecoderModel final : public StepModel {
   std::vector<OpTime> op_times() { return with_past_.op_times(); }
 
  private:
+  bool one_input() const { return states_.defined() && states_.dim(0) == 1; }
+  // The slot of cross_ that holds row's cross keys and values (0 for a single input).
+  int64_t slot(int64_t row) const { return one_input() ? 0 : row; }
+
   std::unique_ptr<Session> first_;
   runtime::CachedDecoder with_past_;
   std::optional<runtime::KvCache> cache_;
@@ -46,7 +50,7 @@ class EncoderDecoderModel final : public StepModel {
   int64_t rows_per_input_ = 1;
   std::vector<int64_t> cross_row_;  // per row: the row whose prompt made its cross keys and values (-1: none)
   std::vector<std::string> cross_names_;  // the with-past decoder's cross-attention inputs
-  std::vector<Tensor> cross_;             // per cross input, [rows, heads, frames, dim]
+  std::vector<Tensor> cross_;             // per cross input, [rows (1 for one input), heads, frames, dim]
 };
 
 }  // namespace mminfer::generate
