@@ -5,6 +5,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "kernels/cpu/common/vector_math.h"
 
 namespace mminfer::kernels::vmath {
@@ -72,6 +74,23 @@ inline __m512 erf_avx512(__m512 x) {
   big = copysign_avx512(big, x);
   __mmask16 use_small = _mm512_cmp_ps_mask(a, one, _CMP_LE_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
   return _mm512_mask_blend_ps(use_small, big, small);
+}
+
+// The rank-1 step of the attention tiles, four vectors wide and R rows deep:
+// a_t[r] += x[r * stride] * v_t. Scores pass a depth's query values and four vectors of keys,
+// values pass a key's probabilities and its row of V. Named arrays per vector, not one 2-D
+// array: GCC keeps a 2-D array of accumulators on the stack.
+template <int R>
+__attribute__((always_inline)) inline void rank1_update4(const float* x, int64_t stride, __m512 v0, __m512 v1, __m512 v2,
+                                                         __m512 v3, __m512 (&a0)[R], __m512 (&a1)[R], __m512 (&a2)[R],
+                                                         __m512 (&a3)[R]) {
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+    const __m512 b = _mm512_set1_ps(x[r * stride]);
+    a0[r] = _mm512_fmadd_ps(b, v0, a0[r]);
+    a1[r] = _mm512_fmadd_ps(b, v1, a1[r]);
+    a2[r] = _mm512_fmadd_ps(b, v2, a2[r]);
+    a3[r] = _mm512_fmadd_ps(b, v3, a3[r]);
+  }
 }
 
 }  // namespace mminfer::kernels::vmath

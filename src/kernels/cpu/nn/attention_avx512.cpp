@@ -140,14 +140,7 @@ __attribute__((always_inline)) inline void values_rows_panel(const Problem& p, i
     a2[0] = _mm512_add_ps(a2[0], b2), a3[0] = _mm512_add_ps(a3[0], b3);
   }
   for (; j < keys; ++j, v += p.v_stride) {
-    const __m512 v0 = load(m0, v), v1 = load(m1, v + 16), v2 = load(m2, v + 32), v3 = load(m3, v + 48);
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
-      const __m512 pv = _mm512_set1_ps(s[r * p.sk + j]);
-      a0[r] = _mm512_fmadd_ps(pv, v0, a0[r]);
-      a1[r] = _mm512_fmadd_ps(pv, v1, a1[r]);
-      a2[r] = _mm512_fmadd_ps(pv, v2, a2[r]);
-      a3[r] = _mm512_fmadd_ps(pv, v3, a3[r]);
-    }
+    vmath::rank1_update4<R>(s + j, p.sk, load(m0, v), load(m1, v + 16), load(m2, v + 32), load(m3, v + 48), a0, a1, a2, a3);
   }
   _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
     float* o = p.out + (i0 + r) * p.out_stride + c;

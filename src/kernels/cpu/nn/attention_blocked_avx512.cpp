@@ -62,13 +62,7 @@ void scores_block(const Problem& p, int64_t i0, int64_t j0, const __mmask16 (&km
     const __m512 k1 = Full ? _mm512_loadu_ps(kr + 16) : _mm512_maskz_loadu_ps(km[1], kr + 16);
     const __m512 k2 = Full ? _mm512_loadu_ps(kr + 32) : _mm512_maskz_loadu_ps(km[2], kr + 32);
     const __m512 k3 = Full ? _mm512_loadu_ps(kr + 48) : _mm512_maskz_loadu_ps(km[3], kr + 48);
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
-      const __m512 qv = _mm512_set1_ps(q[r * p.q_stride + c]);
-      s0[r] = _mm512_fmadd_ps(qv, k0, s0[r]);
-      s1[r] = _mm512_fmadd_ps(qv, k1, s1[r]);
-      s2[r] = _mm512_fmadd_ps(qv, k2, s2[r]);
-      s3[r] = _mm512_fmadd_ps(qv, k3, s3[r]);
-    }
+    vmath::rank1_update4<R>(q + c, p.q_stride, k0, k1, k2, k3, s0, s1, s2, s3);
   }
   _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
     float* row = pb + r * kKeys;
@@ -133,13 +127,7 @@ void tile_block(const Problem& p, int64_t i0, int64_t j0, int kb, TileState st, 
       const float* vr = p.v + (j0 + k) * p.v_stride + c0;
       const __m512 v0 = _mm512_maskz_loadu_ps(vmask[0], vr), v1 = _mm512_maskz_loadu_ps(vmask[1], vr + 16);
       const __m512 v2 = _mm512_maskz_loadu_ps(vmask[2], vr + 32), v3 = _mm512_maskz_loadu_ps(vmask[3], vr + 48);
-      _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
-        const __m512 pv = _mm512_set1_ps(pb[r * kKeys + k]);
-        a0[r] = _mm512_fmadd_ps(pv, v0, a0[r]);
-        a1[r] = _mm512_fmadd_ps(pv, v1, a1[r]);
-        a2[r] = _mm512_fmadd_ps(pv, v2, a2[r]);
-        a3[r] = _mm512_fmadd_ps(pv, v3, a3[r]);
-      }
+      vmath::rank1_update4<R>(pb + k, kKeys, v0, v1, v2, v3, a0, a1, a2, a3);
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
       float* o = st.o + r * p.dv + c0;
