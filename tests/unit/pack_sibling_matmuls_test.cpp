@@ -1,7 +1,9 @@
-// pack_sibling_matmuls: MatMulNBits nodes reading one input with one quantization become one
-// wider MatMulNBits and a Split, computing what the separate nodes compute (their kernels are the
-// reference); near misses stay apart.
+// pack_sibling_matmuls: MatMulNBits nodes reading one input with one quantization, or float
+// MatMuls of one input by constant weights, become one wider product and a Split, computing what
+// the separate nodes compute (their kernels are the reference); near misses stay apart.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "graph_builder.h"
 #include "onnx/nbits_weights_writer.h"
@@ -112,6 +114,32 @@ TEST(PackSiblingMatMuls, NearMissesStayApart) {
     EXPECT_EQ(count_op(opt, "MatMulNBits"), 2) << "case " << i;
     EXPECT_EQ(count_op(opt, "Split"), 0) << "case " << i;
   }
+}
+
+// Float MatMuls of one input by constant [K, N] weights (an FP32 decoder's q/k/v) pack the same
+// way, row k of the packed weight joining the nodes' rows k; one reading another input, one whose
+// weight is computed, and one of another K stay apart.
+TEST(PackSiblingMatMuls, PacksFloatSiblings) {
+  GraphBuilder b;
+  int x = b.input("x", {-1, 40}), y = b.input("y", {-1, 40}), z = b.input("z", {-1, 24}), w = b.input("w", {40, 3});
+  unsigned seed = 7;
+  for (int64_t n : {40, 8, 8}) b.output(b.node("MatMul", {x, b.random("w" + std::to_string(seed), {40, n}, seed)}, {}, 2)), ++seed;
+  b.output(b.node("MatMul", {y, b.random("wy", {40, 5}, 21)}, {}, 2));  // another input
+  b.output(b.node("MatMul", {x, w}, {}, 2));                           // a weight that is not a constant
+  b.output(b.node("MatMul", {z, b.random("wz", {24, 6}, 23)}, {}, 2));  // another K
+  ir::Graph opt = testing::optimized(b.g);
+  EXPECT_EQ(count_op(opt, "Split"), 1);
+  EXPECT_EQ(count_op(opt, "MatMul"), 4);
+  int64_t widest = 0;
+  for (const auto& node : opt.nodes)
+    if (!node.removed && node.op_type == "MatMul" && opt.values[node.inputs[1]].is_constant)
+      widest = std::max(widest, opt.values[node.inputs[1]].constant.dim(1));
+  EXPECT_EQ(widest, 56);
+  for (int64_t M : {1, 3})
+    testing::expect_same(b.g,
+                         {GraphBuilder::random_tensor({M, 40}, 5), GraphBuilder::random_tensor({M, 40}, 6),
+                          GraphBuilder::random_tensor({M, 24}, 8), GraphBuilder::random_tensor({40, 3}, 9)},
+                         "Split");
 }
 
 }  // namespace
