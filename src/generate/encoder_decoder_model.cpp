@@ -105,11 +105,11 @@ void EncoderDecoderModel::reorder(std::span<const int64_t> sources) {
 
 Tensor EncoderDecoderModel::step(int64_t row, const Tensor& ids) {
   int64_t n = ids.dim(0);
-  // Rows whose cross keys and values one prompt made (the beams of one input) pass a single copy:
-  // the decoder's attention broadcasts it over them and reads it once a step, not once per beam.
   if (row < 0 || n < 1 || row + n > static_cast<int64_t>(cross_row_.size()))
     throw Error("decoder step over rows " + std::to_string(row) + ".." + std::to_string(row + n - 1) + " of " +
                 std::to_string(cross_row_.size()));
+  // Rows whose cross keys and values one prompt made (the beams of one input) pass a single copy:
+  // the decoder's attention broadcasts it over them and reads it once a step, not once per beam.
   const int64_t source = cross_row_[static_cast<size_t>(row)];
   bool shared = true;
   for (int64_t r = row; r < row + n; ++r) {
