@@ -6,6 +6,7 @@
 #include "core/cpu_features.h"
 #include "kernels/cpu/gemm/bf16_gemm.h"
 #include "kernels/cpu/gemm/dnnl_isa.h"
+#include "kernels/cpu/quantization/nbits_tiled.h"
 #include "onnx/loader.h"
 #include "passes/pass.h"
 #include "runtime/node_kernel.h"
@@ -81,6 +82,7 @@ int cmd_inspect(int argc, char** argv) {
     ctx.evaluate = runtime::evaluate_node;
     ctx.precision = precision;
     ctx.native_bf16 = kernels::Bf16Gemm::native();
+    ctx.tile_nbits = kernels::nbits_tiled_cpu();
     report = passes::optimize(model.graph, ctx);
   }
   const ir::Graph& g = model.graph;

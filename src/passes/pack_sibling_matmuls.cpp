@@ -94,18 +94,6 @@ int concat_columns(ir::Graph& g, const std::vector<int>& nodes, int i, const std
   return v;
 }
 
-// Drops the data of constants that no live node reads any more, so the unpacked weights do not
-// stay in memory beside the packed ones.
-void release_unread_constants(ir::Graph& g, const std::vector<int>& values) {
-  UseCounts uses(g);
-  for (int v : values) {
-    ir::Value& value = g.values[v];
-    if (uses.count(v) > 0 || value.is_graph_output || value.is_graph_input) continue;
-    value.is_constant = false;
-    value.constant = Tensor();
-  }
-}
-
 // Replaces `nodes` by `packed` (appended here; its output is made here) and a Split of its last
 // axis into their outputs, `widths` wide; then drops the weights only they read.
 void finish(ir::Graph& g, const std::vector<int>& nodes, ir::Node packed, const std::vector<int64_t>& widths,

@@ -20,6 +20,7 @@ struct PassContext {
   size_t max_folded_bytes = size_t(64) << 20;  // larger constant results stay computed at run time
   PrecisionPolicy precision;                    // which nodes assign_precision marks
   bool native_bf16 = false;                     // the CPU multiplies bfloat16 natively
+  bool tile_nbits = false;                      // the CPU runs MatMulNBits weights tiled (tile_nbits_weights)
 };
 
 struct Pass {
@@ -38,6 +39,7 @@ bool fuse_attention(ir::Graph& g, const PassContext& ctx);
 bool absorb_attention_transposes(ir::Graph& g, const PassContext& ctx);
 bool pack_qkv_projections(ir::Graph& g, const PassContext& ctx);
 bool pack_sibling_matmuls(ir::Graph& g, const PassContext& ctx);
+bool tile_nbits_weights(ir::Graph& g, const PassContext& ctx);
 bool fold_conv_batchnorm(ir::Graph& g, const PassContext& ctx);
 bool fold_conv_affine(ir::Graph& g, const PassContext& ctx);
 bool fuse_conv_activation(ir::Graph& g, const PassContext& ctx);

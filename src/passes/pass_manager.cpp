@@ -74,6 +74,11 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
     g.relink();
     if (assign_precision(g, ctx)) report.applied.push_back("assign_precision");
   }
+  // Weight layouts for one instruction set, once the products and their precision are final.
+  if (ctx.opt_level >= 2) {
+    g.relink();
+    if (tile_nbits_weights(g, ctx)) report.applied.push_back("tile_nbits_weights");
+  }
   // Drop removed nodes so later stages see a compact list.
   g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) { return n.removed; }),
                 g.nodes.end());

@@ -149,6 +149,16 @@ void drop_unread_inputs(ir::Graph& g) {
   g.inputs = kept;
 }
 
+void release_unread_constants(ir::Graph& g, const std::vector<int>& values) {
+  UseCounts uses(g);
+  for (int v : values) {
+    ir::Value& value = g.values[v];
+    if (uses.count(v) > 0 || value.is_graph_output || value.is_graph_input) continue;
+    value.is_constant = false;
+    value.constant = Tensor();
+  }
+}
+
 void make_constant(ir::Value& v, const Tensor& t) {
   v.is_constant = true;
   v.constant = t;

@@ -46,6 +46,9 @@ int known_rank(const ir::Graph& g, int value);
 void replace_nodes(ir::Graph& g, const std::vector<int>& old_nodes, ir::Node fused);
 // Removes from g.inputs every input no live node reads (and that is not also an output).
 void drop_unread_inputs(ir::Graph& g);
+// Drops the data of the constants among `values` that no live node reads any more, so weights a
+// pass rewrote do not stay in memory beside their new form.
+void release_unread_constants(ir::Graph& g, const std::vector<int>& values);
 // Turns `v` into a constant holding `t`, with its type and shape.
 void make_constant(ir::Value& v, const Tensor& t);
 // A fresh value name that does not clash with existing ones.

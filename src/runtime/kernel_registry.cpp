@@ -66,6 +66,7 @@ void register_quantize(Registry&);
 void register_matmul_integer(Registry&);
 void register_conv_integer(Registry&);
 void register_matmul_nbits(Registry&);  // com.microsoft MatMulNBits
+void register_matmul_nbits_tiled(Registry&);  // its weight tiled for AVX-512 VNNI
 // signal/
 void register_signal(Registry&);
 
@@ -135,6 +136,7 @@ const kernels::Registry& kernel_registry() {
     register_matmul_integer(r);
     register_conv_integer(r);
     register_matmul_nbits(r);
+    register_matmul_nbits_tiled(r);
     // signal/
     register_signal(r);
     // runtime/control_flow.cpp

@@ -12,6 +12,7 @@
 #include "core/one_line.h"
 #include "core/parallel.h"
 #include "kernels/cpu/gemm/bf16_gemm.h"
+#include "kernels/cpu/quantization/nbits_tiled.h"
 #include "onnx/loader.h"
 #include "onnx/nbits_weights_writer.h"
 #include "passes/fix_branch_input.h"
@@ -72,6 +73,7 @@ class SessionImpl final : public Session {
     ctx.evaluate = runtime::evaluate_node;
     ctx.precision = options.precision;
     ctx.native_bf16 = kernels::Bf16Gemm::native();
+    ctx.tile_nbits = kernels::nbits_tiled_cpu();
     passes::optimize(model.graph, ctx);
     if (options.profile || !options.profile_path.empty()) profiler_ = std::make_unique<runtime::Profiler>();
     max_executors_ = profiler_ ? 1 : std::max(1, options.max_concurrent_runs);

@@ -12,6 +12,7 @@
 #include "core/cpu_features.h"
 #include "kernel_run.h"
 #include "kernels/cpu/quantization/matmul_nbits.h"
+#include "kernels/cpu/quantization/nbits_tiled.h"
 #include "onnx/nbits_weights_writer.h"
 
 namespace mminfer {
@@ -48,6 +49,21 @@ struct RandomWeights {
       for (auto& z : zp_float) z = u(rng);
       w.zp_float = zp_float.data();
     }
+  }
+};
+
+// The weight in the tiled layout (nbits_tiled.h), owned by the struct.
+struct TiledWeights {
+  std::vector<uint8_t> codes, zero_points;
+  std::vector<float> scales;
+  kernels::NBitsTiled t;
+  explicit TiledWeights(const NBitsWeights& w) {
+    t.K = w.K, t.N = w.N, t.bits = w.bits, t.block_size = w.block_size;
+    codes.resize(static_cast<size_t>(t.code_bytes()));
+    scales.resize(static_cast<size_t>(t.block_values()));
+    zero_points.resize(scales.size());
+    kernels::tile_nbits_weights(w, codes.data(), scales.data(), zero_points.data());
+    t.codes = codes.data(), t.scales = scales.data(), t.zero_points = zero_points.data();
   }
 };
 
@@ -190,6 +206,53 @@ TEST(MatMulNBits, Int8PathsDoNotSaturate) {
         EXPECT_NEAR(got[static_cast<size_t>(c.N + n)], -want, 1e-5f * want) << name << " bits " << bits;
       }
     }
+    if (kernels::nbits_tiled_cpu()) {  // a block's int32 sums of the largest products
+      TiledWeights t(r.w);
+      std::vector<float> got(static_cast<size_t>(2 * c.N), NAN);
+      kernels::matmul_nbits_tiled(t.t, a.data(), 2, nullptr, got.data());
+      const float want = code * static_cast<float>(c.K);
+      for (int64_t n = 0; n < c.N; ++n) {
+        EXPECT_NEAR(got[static_cast<size_t>(n)], want, 1e-5f * want) << "tiled bits " << bits;
+        EXPECT_NEAR(got[static_cast<size_t>(c.N + n)], -want, 1e-5f * want) << "tiled bits " << bits;
+      }
+    }
+  }
+}
+
+// The tiled product gives the reference's result on activations rounded to int8 per block: one
+// row and several (row pairs and a last odd row), N across partial tiles and groups, K across
+// partial blocks, zero points packed or absent. Float zero points are not tiled.
+TEST(MatMulNBits, TiledMatchesReferenceOnRoundedActivations) {
+  if (!kernels::nbits_tiled_cpu()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  unsigned seed = 900;
+  int tiled = 0;
+  for (const Case& c : random_cases()) {
+    RandomWeights r(c, ++seed);
+    ASSERT_EQ(kernels::nbits_tiling_supported(r.w), c.zp != 2) << describe(c, 1);
+    if (c.zp == 2) continue;
+    TiledWeights t(r.w);
+    for (int64_t M : {1, 2, 3, 5, 33}) {
+      std::vector<float> a = testing::normal(static_cast<size_t>(M * c.K), seed + 7);
+      std::vector<float> bias = testing::normal(static_cast<size_t>(c.N), seed + 9);
+      std::vector<float> rounded(a.size()), want(static_cast<size_t>(M * c.N)), got(want.size(), NAN);
+      kernels::round_activations_to_int8_blocks(a.data(), M, c.K, c.block, rounded.data());
+      kernels::matmul_nbits_reference(r.w, rounded.data(), M, bias.data(), want.data());
+      kernels::matmul_nbits_tiled(t.t, a.data(), M, bias.data(), got.data());
+      expect_close(got, want, "tiled " + describe(c, M));
+      ++tiled;
+    }
+  }
+  EXPECT_GT(tiled, 40);
+  for (int bits : {4, 8}) {  // 64 columns exactly: one whole tile, no padding
+    Case c{bits, 32, 96, 64, 1};
+    RandomWeights r(c, 5);
+    TiledWeights t(r.w);
+    std::vector<float> a = testing::normal(static_cast<size_t>(c.K), 6), rounded(a.size());
+    std::vector<float> want(static_cast<size_t>(c.N)), got(want.size(), NAN);
+    kernels::round_activations_to_int8_blocks(a.data(), 1, c.K, c.block, rounded.data());
+    kernels::matmul_nbits_reference(r.w, rounded.data(), 1, nullptr, want.data());
+    kernels::matmul_nbits_tiled(t.t, a.data(), 1, nullptr, got.data());
+    expect_close(got, want, "one whole tile, bits " + std::to_string(bits));
   }
 }
 
@@ -321,6 +384,32 @@ TEST(MatMulNBits, KernelRejectsBadAttributesAndInputs) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("B must hold 32 values, got shape 2x1x8"), std::string::npos) << e.what();
   }
+}
+
+TEST(MatMulNBits, TiledKernelRejectsBadAttributesAndInputs) {
+  if (!kernels::nbits_tiled_cpu()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  Attributes attrs;
+  attrs.set("K", int64_t{32});
+  attrs.set("N", int64_t{2});
+  attrs.set("bits", int64_t{2});
+  attrs.set("block_size", int64_t{32});
+  // One tile of 64 columns, one block: 32 values of K for each at 4 bits.
+  Tensor a = Tensor::empty(DType::kFloat32, {1, 32}), wide_a = Tensor::empty(DType::kFloat32, {1, 33});
+  Tensor codes = Tensor::empty(DType::kUint8, {1024}), short_codes = Tensor::empty(DType::kUint8, {1000});
+  Tensor s = Tensor::empty(DType::kFloat32, {64}), z = Tensor::empty(DType::kUint8, {64});
+  const auto expect_error = [&](const std::vector<const Tensor*>& in, const std::string& message) {
+    try {
+      testing::run_kernel_once("MatMulNBitsTiled", "mminfer", 1, attrs, in, {false, true, true, true});
+      FAIL() << "accepted; wanted: " << message;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  expect_error({&a, &codes, &s, &z}, "bits must be 4 or 8, got 2");
+  attrs.set("bits", int64_t{4});
+  expect_error({&a, &short_codes, &s, &z}, "codes must hold 1024 values, got shape 1000");
+  expect_error({&wide_a, &codes, &s, &z}, "A's last dimension must be K=32, got shape 1x33");
+  expect_error({&a, &codes, &s, &s}, "zero_points must be uint8, got float32");
 }
 
 }  // namespace

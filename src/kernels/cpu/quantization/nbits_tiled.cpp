@@ -1,0 +1,73 @@
+// The tiled MatMulNBits layout (nbits_tiled.h): written once from the ONNX one as a model loads,
+// then multiplied by quantizing A once per call and splitting the tiles over the threads.
+#include "kernels/cpu/quantization/nbits_tiled.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/cpu_features.h"
+#include "core/parallel.h"
+#include "kernels/cpu/quantization/nbits_int8_dot.h"
+
+namespace mminfer::kernels {
+
+bool nbits_tiled_cpu() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx512_vnni && f.avx512bw;
+}
+
+bool nbits_tiling_supported(const NBitsWeights& w) {
+  return nbits_tiled_cpu() && (w.bits == 4 || w.bits == 8) && !w.g_idx && !w.zp_float && w.block_size >= 16 &&
+         (w.block_size & (w.block_size - 1)) == 0;
+}
+
+void tile_nbits_weights(const NBitsWeights& w, uint8_t* codes, float* scales, uint8_t* zero_points) {
+  constexpr int64_t T = NBitsTiled::kTileColumns;
+  NBitsTiled t;
+  t.K = w.K, t.N = w.N, t.bits = w.bits, t.block_size = w.block_size;
+  const int64_t kb = w.k_blocks(), kp = kb * w.block_size, per_vector = w.bits == 8 ? 4 : 8;
+  std::memset(codes, 0, static_cast<size_t>(t.code_bytes()));
+  std::memset(scales, 0, static_cast<size_t>(t.block_values()) * sizeof(float));
+  std::memset(zero_points, 0, static_cast<size_t>(t.block_values()));
+  parallel_for(t.tiles(), 1, [&](int64_t tile0, int64_t tile1) {
+    for (int64_t tile = tile0; tile < tile1; ++tile) {
+      uint8_t* tc = codes + tile * t.tile_code_bytes();
+      for (int64_t c = 0; c < T && tile * T + c < w.N; ++c) {
+        const int64_t n = tile * T + c, g = c / 16, l = c % 16;
+        for (int64_t b = 0; b < kb; ++b) {
+          const int64_t at = (tile * kb + b) * T + c;
+          scales[at] = w.scales[n * kb + b];
+          zero_points[at] = static_cast<uint8_t>(w.zero_point(n, b));
+        }
+        // Every code of the column's blocks, the last block's padding included: A's codes there
+        // are zeros, so whatever the file holds adds nothing.
+        for (int64_t k = 0; k < kp; ++k) {
+          const int64_t step = k / per_vector, j = k % per_vector;
+          uint8_t& byte = tc[(step * 4 + g) * 64 + l * 4 + j % 4];
+          const int q = w.q(n, k);
+          if (w.bits == 8)
+            byte = static_cast<uint8_t>(q);
+          else
+            byte |= static_cast<uint8_t>(j < 4 ? q : q << 4);
+        }
+      }
+    }
+  });
+}
+
+void matmul_nbits_tiled(const NBitsTiled& t, const float* a, int64_t M, const float* bias, float* y) {
+  // A's codes in K's order: the form quantize_int8_rows gives 8-bit weights.
+  NBitsWeights form;
+  form.K = t.K, form.N = t.N, form.bits = 8, form.block_size = t.block_size;
+  thread_local Int8Rows rows;  // kept per thread so that decode steps allocate nothing once warm
+  quantize_int8_rows(form, a, M, 128, rows);
+  const Int8Rows& q = rows;  // named by reference: in the workers `rows` would be their own, empty
+  // Enough work per thread that starting one pays: 32 KiB of codes, less as M grows.
+  const int64_t grain = std::max<int64_t>(1, 32768 / t.tile_code_bytes() / std::max<int64_t>(1, M));
+  parallel_for(t.tiles(), grain, [&](int64_t tile0, int64_t tile1) { nbits_tiled_avx512vnni(t, q, tile0, tile1, y); });
+  if (bias)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < t.N; ++n) y[m * t.N + n] += bias[n];
+}
+
+}  // namespace mminfer::kernels
