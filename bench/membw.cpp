@@ -1,6 +1,8 @@
 // The floor of decode: DRAM read bandwidth (a streaming sum over a buffer far larger than the
 // last-level cache, 1 and 2 threads, median of runs) printed beside what the MatMulNBits GEMV
-// (M = 1) achieves on decoder-sized weights, as GB/s of packed weight + scales read per product.
+// (M = 1) achieves on decoder-sized weights, as GB/s of packed weight + scales read per product:
+// FP32 activations (accuracy_level 0), int8 ones on the ONNX layout (4), and int8 ones on the
+// weight tiled by column (4, tiled; CPUs with AVX-512 VNNI, where loading picks that layout).
 // Prints one line per figure and a JSON line at the end; asserts nothing.
 //
 // Build (after building the engine in build/):
@@ -21,6 +23,7 @@
 #include "core/cpu_features.h"
 #include "core/parallel.h"
 #include "kernels/cpu/quantization/matmul_nbits.h"
+#include "kernels/cpu/quantization/nbits_tiled.h"
 
 using namespace mminfer;
 
@@ -68,9 +71,11 @@ struct GemvResult {
   double ms, gbps;
 };
 
+enum class Path { kFp32Activations, kInt8, kInt8Tiled };
+
 // Median time of y = W x for a random [K, N] weight at `bits`, block 32, with zero points; x in
 // FP32 (accuracy_level 0) or rounded to int8 per block (accuracy_level 4, integer dot products).
-GemvResult gemv(int64_t K, int64_t N, int bits, bool int8_activations, int threads, int runs) {
+GemvResult gemv(int64_t K, int64_t N, int bits, Path path, int threads, int runs) {
   kernels::NBitsWeights w;
   w.K = K, w.N = N, w.bits = bits, w.block_size = 32;
   std::mt19937 rng(1);
@@ -83,12 +88,30 @@ GemvResult gemv(int64_t K, int64_t N, int bits, bool int8_activations, int threa
   const size_t bytes = packed.size() + scales.size() * sizeof(float) + zp.size();
   const int copies = static_cast<int>(std::max<size_t>(1, (256u << 20) / bytes));
   std::vector<std::vector<uint8_t>> packs(static_cast<size_t>(copies), packed);
+  // The tiled copies hold codes, scales and zero points together, each copy its own.
+  kernels::NBitsTiled tw;
+  tw.K = K, tw.N = N, tw.bits = bits, tw.block_size = w.block_size;
+  std::vector<std::vector<uint8_t>> tiles;
+  std::vector<float> tile_scales;
+  if (path == Path::kInt8Tiled) {
+    const size_t codes = static_cast<size_t>(tw.code_bytes()), blocks = static_cast<size_t>(tw.block_values());
+    tile_scales.resize(blocks);
+    tiles.assign(static_cast<size_t>(copies), std::vector<uint8_t>(codes + blocks));
+    for (auto& tile : tiles) kernels::tile_nbits_weights(w, tile.data(), tile_scales.data(), tile.data() + codes);
+    tw.scales = tile_scales.data();
+  }
   ThreadScope scope(threads);
   std::vector<double> times;
   for (int r = 0; r < runs * copies + 1; ++r) {
     w.packed = packs[static_cast<size_t>(r % copies)].data();
+    if (path == Path::kInt8Tiled) {
+      tw.codes = tiles[static_cast<size_t>(r % copies)].data();
+      tw.zero_points = tw.codes + tw.code_bytes();
+    }
     auto t0 = std::chrono::steady_clock::now();
-    if (int8_activations)
+    if (path == Path::kInt8Tiled)
+      kernels::matmul_nbits_tiled(tw, x.data(), 1, nullptr, y.data());
+    else if (path == Path::kInt8)
       kernels::matmul_nbits_int8(w, x.data(), 1, nullptr, y.data());
     else
       kernels::matmul_nbits_fast(w, x.data(), 1, nullptr, y.data());
@@ -110,15 +133,19 @@ int main(int argc, char** argv) {
   bool first = true;
   for (auto [K, N] : {std::pair<int64_t, int64_t>{576, 1536}, {576, 32000}, {1536, 576}})
     for (int bits : {4, 8})
-      for (int level : {0, 4})
+      for (Path path : {Path::kFp32Activations, Path::kInt8, Path::kInt8Tiled})
         for (int threads : {1, 2}) {
-          GemvResult g = gemv(K, N, bits, level == 4, threads, runs);
+          if (path == Path::kInt8Tiled && !kernels::nbits_tiled_cpu()) continue;
+          GemvResult g = gemv(K, N, bits, path, threads, runs);
           const double floor = threads == 1 ? bw1 : bw2;
-          std::printf("GEMV K=%lld N=%lld int%d, accuracy_level %d, %d thread%s: %.3f ms, %.1f GB/s (%.0f%% of DRAM read)\n",
-                      static_cast<long long>(K), static_cast<long long>(N), bits, level, threads, threads == 1 ? "" : "s", g.ms,
-                      g.gbps, 100 * g.gbps / floor);
+          const int level = path == Path::kFp32Activations ? 0 : 4;
+          const char* tiled = path == Path::kInt8Tiled ? ", tiled" : "";
+          std::printf("GEMV K=%lld N=%lld int%d, accuracy_level %d%s, %d thread%s: %.3f ms, %.1f GB/s (%.0f%% of DRAM read)\n",
+                      static_cast<long long>(K), static_cast<long long>(N), bits, level, tiled, threads, threads == 1 ? "" : "s",
+                      g.ms, g.gbps, 100 * g.gbps / floor);
           json += std::string(first ? "" : ", ") + "{\"K\": " + std::to_string(K) + ", \"N\": " + std::to_string(N) +
                   ", \"bits\": " + std::to_string(bits) + ", \"accuracy_level\": " + std::to_string(level) +
+                  ", \"tiled\": " + (path == Path::kInt8Tiled ? "true" : "false") +
                   ", \"threads\": " + std::to_string(threads) + ", \"ms\": " + std::to_string(g.ms) +
                   ", \"gbps\": " + std::to_string(g.gbps) + "}";
           first = false;
