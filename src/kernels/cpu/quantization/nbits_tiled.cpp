@@ -26,7 +26,7 @@ void tile_nbits_weights(const NBitsWeights& w, uint8_t* codes, float* scales, ui
   NBitsTiled t;
   t.K = w.K, t.N = w.N, t.bits = w.bits, t.block_size = w.block_size;
   const int64_t kb = w.k_blocks(), kp = kb * w.block_size, per_vector = w.bits == 8 ? 4 : 8;
-  std::memset(codes, 0, static_cast<size_t>(t.code_bytes()));
+  std::memset(codes, 0, static_cast<size_t>(t.code_bytes()));  // the columns past N
   std::memset(scales, 0, static_cast<size_t>(t.block_values()) * sizeof(float));
   std::memset(zero_points, 0, static_cast<size_t>(t.block_values()));
   parallel_for(t.tiles(), 1, [&](int64_t tile0, int64_t tile1) {
@@ -40,15 +40,20 @@ void tile_nbits_weights(const NBitsWeights& w, uint8_t* codes, float* scales, ui
           zero_points[at] = static_cast<uint8_t>(w.zero_point(n, b));
         }
         // Every code of the column's blocks, the last block's padding included: A's codes there
-        // are zeros, so whatever the file holds adds nothing.
-        for (int64_t k = 0; k < kp; ++k) {
-          const int64_t step = k / per_vector, j = k % per_vector;
-          uint8_t& byte = tc[(step * 4 + g) * 64 + l * 4 + j % 4];
-          const int q = w.q(n, k);
-          if (w.bits == 8)
-            byte = static_cast<uint8_t>(q);
-          else
-            byte |= static_cast<uint8_t>(j < 4 ? q : q << 4);
+        // are zeros, so whatever the file holds adds nothing. A column's codes are contiguous in
+        // K's order, low nibble first at 4 bits.
+        const uint8_t* src = w.packed + n * kb * w.blob_bytes();
+        for (int64_t step = 0; step < kp / per_vector; ++step) {
+          uint8_t* dst = tc + (step * 4 + g) * 64 + l * 4;
+          const uint8_t* from = src + step * 4;
+          if (w.bits == 8) {
+            std::memcpy(dst, from, 4);
+          } else {  // from holds k = 8 step + 0..7 in pairs; lane byte j wants k = j (low) and j + 4 (high)
+            dst[0] = static_cast<uint8_t>((from[0] & 0x0f) | (from[2] << 4));
+            dst[1] = static_cast<uint8_t>((from[0] >> 4) | (from[2] & 0xf0));
+            dst[2] = static_cast<uint8_t>((from[1] & 0x0f) | (from[3] << 4));
+            dst[3] = static_cast<uint8_t>((from[1] >> 4) | (from[3] & 0xf0));
+          }
         }
       }
     }
