@@ -93,4 +93,15 @@ __attribute__((always_inline)) inline void rank1_update4(const float* x, int64_t
   }
 }
 
+// The same step two vectors wide, for the tiles that cover 32 keys or value columns at a time.
+template <int R>
+__attribute__((always_inline)) inline void rank1_update2(const float* x, int64_t stride, __m512 v0, __m512 v1,
+                                                         __m512 (&a0)[R], __m512 (&a1)[R]) {
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+    const __m512 b = _mm512_set1_ps(x[r * stride]);
+    a0[r] = _mm512_fmadd_ps(b, v0, a0[r]);
+    a1[r] = _mm512_fmadd_ps(b, v1, a1[r]);
+  }
+}
+
 }  // namespace mminfer::kernels::vmath

@@ -37,12 +37,7 @@ void scores_tile(const Problem& p, int64_t i0, int64_t keys, float* s) {
     const float* q = p.q + i0 * p.q_stride;
     for (int64_t c = 0; c < p.d; ++c) {
       const float* kr = p.kt + c * p.kt_stride + j;
-      __m512 k0 = io.lo(kr), k1 = io.hi(kr);
-      for (int r = 0; r < R; ++r) {
-        __m512 qv = _mm512_set1_ps(q[r * p.q_stride + c]);
-        a[r] = _mm512_fmadd_ps(qv, k0, a[r]);
-        b[r] = _mm512_fmadd_ps(qv, k1, b[r]);
-      }
+      vmath::rank1_update2<R>(q + c, p.q_stride, io.lo(kr), io.hi(kr), a, b);
     }
     for (int r = 0; r < R; ++r) io.store(s + r * p.sk + j, a[r], b[r]);
   }
@@ -167,12 +162,7 @@ void values_tile(const Problem& p, int64_t i0, int64_t keys, const float* s) {
     for (int r = 0; r < R; ++r) a[r] = b[r] = _mm512_setzero_ps();
     for (int64_t j = 0; j < keys; ++j) {
       const float* vr = p.v + j * p.v_stride + c;
-      __m512 v0 = io.lo(vr), v1 = io.hi(vr);
-      for (int r = 0; r < R; ++r) {
-        __m512 pv = _mm512_set1_ps(s[r * p.sk + j]);
-        a[r] = _mm512_fmadd_ps(pv, v0, a[r]);
-        b[r] = _mm512_fmadd_ps(pv, v1, b[r]);
-      }
+      vmath::rank1_update2<R>(s + j, p.sk, io.lo(vr), io.hi(vr), a, b);
     }
     for (int r = 0; r < R; ++r) io.store(p.out + (i0 + r) * p.out_stride + c, a[r], b[r]);
   }
