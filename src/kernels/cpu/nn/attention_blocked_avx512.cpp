@@ -18,7 +18,7 @@ namespace mminfer::kernels::attention {
 namespace {
 
 constexpr int kKeys = 64;           // keys per block: four vectors
-constexpr int kTilesPerBlock = 2;   // query tiles of kBlockRows that share a key block while it is in L1
+constexpr int kTilesPerBlock = 4;   // query tiles of kBlockRows that share a key block while it is in L1
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 __mmask16 lanes(int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1); }
