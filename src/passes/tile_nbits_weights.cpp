@@ -75,7 +75,10 @@ bool tile_nbits_weights(ir::Graph& g, const PassContext& ctx) {
                                add_constant(g, base + "_zero_points", std::move(zero_points))};
     if (present(old, kBias)) inputs.push_back(old.inputs[kBias]);
     ir::Node tiled = mminfer_node("MatMulNBitsTiled", base, inputs, old.outputs);
-    for (const char* a : {"K", "N", "bits", "block_size"}) tiled.attrs.set(a, old.attrs.get_int(a, a == std::string("bits") ? 4 : 0));
+    tiled.attrs.set("K", t.K);
+    tiled.attrs.set("N", t.N);
+    tiled.attrs.set("bits", int64_t(t.bits));
+    tiled.attrs.set("block_size", t.block_size);
     std::vector<int> weights;
     for (int in = kB; in <= kZeroPoints; ++in)
       if (present(old, in)) weights.push_back(old.inputs[in]);

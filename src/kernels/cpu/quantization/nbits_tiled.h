@@ -42,8 +42,9 @@ bool nbits_tiled_cpu();
 // nbits_tiled_cpu().
 bool nbits_tiling_supported(const NBitsWeights& w);
 
-// Writes w's codes, scales and zero points in the tiled layout; `out` gives K, N, bits and block
-// size (w's) and the destinations (code_bytes(), block_values() floats and bytes).
+// Writes w's codes, scales and zero points in the tiled layout, into destinations sized by an
+// NBitsTiled of w's K, N, bits and block size: code_bytes() bytes, block_values() floats and
+// block_values() bytes.
 void tile_nbits_weights(const NBitsWeights& w, uint8_t* codes, float* scales, uint8_t* zero_points);
 
 // Y[M, N] = A[M, K] * W^T (+ bias) with A rounded to int8 per block as accuracy_level 4 does
