@@ -224,12 +224,15 @@ TEST(MultiHeadAttention, DecodeStepWithPastMatchesNaiveReference) {
   }
 }
 
-// The vector row kernel against its plain twin: key ranges, bias rows, softcap and sinks.
+// The vector row kernel against its plain twin: key ranges, bias rows, softcap and sinks; value
+// widths below, at and past 32 columns.
 TEST(CachedAttention, RowKernelMatchesPlainTwin) {
   std::mt19937 rng(99);
   std::normal_distribution<float> n(0.f, 1.f);
-  for (int trial = 0; trial < 20; ++trial) {
+  const int64_t wide[] = {32, 64, 96, 100, 128};  // the 32-column register sums, with and without a tail
+  for (int trial = 0; trial < 30; ++trial) {
     int64_t sq = 1 + rng() % 6, t = 1 + rng() % 50, d = 1 + rng() % 40, dv = 1 + rng() % 40;
+    if (trial >= 20) dv = wide[trial % 5], d = 64, t = 1 + rng() % 200;
     std::vector<float> q(sq * d), k(t * d), v(t * dv), bias(sq * t), out(sq * dv), ref(sq * dv), scratch(t);
     for (auto* vec : {&q, &k, &v, &bias})
       for (float& x : *vec) x = n(rng);
