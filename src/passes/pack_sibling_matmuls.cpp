@@ -10,16 +10,13 @@
 #include <cstring>
 #include <map>
 
+#include "passes/matmul_nbits_node.h"
 #include "passes/pass.h"
 #include "passes/pattern.h"
 
 namespace mminfer::passes {
 
 namespace {
-
-enum Input { kA, kB, kScales, kZeroPoints, kGroupIndex, kBias, kInputs };
-
-bool has_input(const ir::Node& n, int i) { return static_cast<int>(n.inputs.size()) > i && n.inputs[i] >= 0; }
 
 // Whether input i of `n` is a constant of `dtype` holding n's N columns of `per_column` values.
 bool column_constant(const ir::Graph& g, const ir::Node& n, int i, DType dtype, int64_t per_column, int64_t N) {
@@ -28,50 +25,31 @@ bool column_constant(const ir::Graph& g, const ir::Node& n, int i, DType dtype, 
 }
 
 // What siblings must share to be packed: A, the attributes but N, and the optional inputs'
-// presence and type. nullopt for a node this pass leaves alone (g_idx, unknown attributes, inputs
-// not constant or of the wrong size: the kernel reports those).
+// presence and type. nullopt for a node this pass leaves alone (constant_matmul_nbits refuses it,
+// or its bias is not a constant of N floats).
 std::optional<std::vector<int64_t>> sibling_key(const ir::Graph& g, const ir::Node& n) {
-  if (n.removed || n.op_type != "MatMulNBits" || n.domain != "com.microsoft" || n.outputs.size() != 1 ||
-      n.outputs[0] < 0 || n.inputs.size() > kInputs || !has_input(n, kA) || !has_input(n, kB) || !has_input(n, kScales) ||
-      has_input(n, kGroupIndex))
-    return std::nullopt;
-  for (const auto& [name, value] : n.attrs.all())
-    if (name != "K" && name != "N" && name != "bits" && name != "block_size" && name != "accuracy_level") return std::nullopt;
-  auto K = int_attr(n, "K", 0), N = int_attr(n, "N", 0), bits = int_attr(n, "bits", 4);
-  auto block = int_attr(n, "block_size", 0), level = int_attr(n, "accuracy_level", 0);
-  if (!K || !N || !bits || !block || !level || *K <= 0 || *N <= 0 || *block <= 0 || (*bits != 2 && *bits != 4 && *bits != 8))
-    return std::nullopt;
-  const int64_t blocks = (*K + *block - 1) / *block;
-  if (!column_constant(g, n, kB, DType::kUint8, blocks * *block * *bits / 8, *N) ||
-      !column_constant(g, n, kScales, DType::kFloat32, blocks, *N))
-    return std::nullopt;
-  int64_t zero_points = -1;  // absent
-  if (has_input(n, kZeroPoints)) {
-    bool packed = g.values[n.inputs[kZeroPoints]].is_constant &&
-                  g.values[n.inputs[kZeroPoints]].constant.dtype() == DType::kUint8;
-    if (packed ? !column_constant(g, n, kZeroPoints, DType::kUint8, (blocks * *bits + 7) / 8, *N)
-               : !column_constant(g, n, kZeroPoints, DType::kFloat32, blocks, *N))
-      return std::nullopt;
-    zero_points = packed;
-  }
-  bool bias = has_input(n, kBias);
-  if (bias && !column_constant(g, n, kBias, DType::kFloat32, 1, *N)) return std::nullopt;
-  return std::vector<int64_t>{n.inputs[kA], *K, *bits, *block, *level, zero_points, bias};
+  auto m = constant_matmul_nbits(g, n);
+  if (!m) return std::nullopt;
+  const bool bias = m->bias >= 0;
+  if (bias && !column_constant(g, n, kNBitsBias, DType::kFloat32, 1, m->w.N)) return std::nullopt;
+  const int64_t zero_points = m->w.zp_packed ? 1 : m->w.zp_float ? 0 : -1;  // -1: absent
+  return std::vector<int64_t>{n.inputs[kNBitsA], m->w.K, m->w.bits, m->w.block_size, m->accuracy_level, zero_points, bias};
 }
 
 constexpr int64_t kFloatWeights = 32;  // the `bits` slot of a float MatMul's key
 
 // A plain float MatMul (no attributes: no precision or other pass has claimed it) of a float
 // input by a constant float [K, N] weight; K, not the input's shape, is what siblings share.
+// (MatMul's A and B sit where MatMulNBits has them, so the same input names serve.)
 std::optional<std::vector<int64_t>> float_key(const ir::Graph& g, const ir::Node& n) {
   if (n.removed || n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2 || n.outputs.size() != 1 ||
-      n.outputs[0] < 0 || n.inputs[kA] < 0 || n.inputs[kB] < 0 || !n.attrs.all().empty())
+      n.outputs[0] < 0 || n.inputs[kNBitsA] < 0 || n.inputs[kNBitsB] < 0 || !n.attrs.all().empty())
     return std::nullopt;
-  const ir::Value &a = g.values[n.inputs[kA]], &w = g.values[n.inputs[kB]];
+  const ir::Value &a = g.values[n.inputs[kNBitsA]], &w = g.values[n.inputs[kNBitsB]];
   if (a.is_constant || a.dtype != DType::kFloat32 || !w.is_constant || w.constant.dtype() != DType::kFloat32 ||
       w.constant.rank() != 2 || w.constant.dim(0) <= 0 || w.constant.dim(1) <= 0)
     return std::nullopt;
-  return std::vector<int64_t>{n.inputs[kA], w.constant.dim(0), kFloatWeights, 0, 0, -1, 0};
+  return std::vector<int64_t>{n.inputs[kNBitsA], w.constant.dim(0), kFloatWeights, 0, 0, -1, 0};
 }
 
 // Input i of every node, column blocks one after another, in a new constant; shaped as the first
@@ -121,15 +99,15 @@ void pack(ir::Graph& g, const std::vector<int>& nodes, bool zero_points, bool bi
   std::vector<int> weights;
   for (int n : nodes) {
     widths.push_back(g.nodes[n].attrs.get_int("N", 0));
-    for (int i = kB; i < static_cast<int>(g.nodes[n].inputs.size()); ++i)
+    for (int i = kNBitsB; i < static_cast<int>(g.nodes[n].inputs.size()); ++i)
       if (g.nodes[n].inputs[i] >= 0) weights.push_back(g.nodes[n].inputs[i]);
   }
   ir::Node packed = first;
   packed.name = base;
-  packed.inputs = {first.inputs[kA], concat_columns(g, nodes, kB, base + "_weight"),
-                   concat_columns(g, nodes, kScales, base + "_scales")};
-  if (zero_points || bias) packed.inputs.push_back(zero_points ? concat_columns(g, nodes, kZeroPoints, base + "_zero_points") : ir::kNoValue);
-  if (bias) packed.inputs.insert(packed.inputs.end(), {ir::kNoValue, concat_columns(g, nodes, kBias, base + "_bias")});
+  packed.inputs = {first.inputs[kNBitsA], concat_columns(g, nodes, kNBitsB, base + "_weight"),
+                   concat_columns(g, nodes, kNBitsScales, base + "_scales")};
+  if (zero_points || bias) packed.inputs.push_back(zero_points ? concat_columns(g, nodes, kNBitsZeroPoints, base + "_zero_points") : ir::kNoValue);
+  if (bias) packed.inputs.insert(packed.inputs.end(), {ir::kNoValue, concat_columns(g, nodes, kNBitsBias, base + "_bias")});
   int64_t total = 0;
   for (int64_t w : widths) total += w;
   packed.attrs.set("N", total);
@@ -144,7 +122,7 @@ void pack_float(ir::Graph& g, const std::vector<int>& nodes) {
   std::vector<int> weights;
   int64_t total = 0;
   for (int n : nodes) {
-    weights.push_back(g.nodes[n].inputs[kB]);
+    weights.push_back(g.nodes[n].inputs[kNBitsB]);
     widths.push_back(g.values[weights.back()].constant.dim(1));
     total += widths.back();
   }
@@ -157,7 +135,7 @@ void pack_float(ir::Graph& g, const std::vector<int>& nodes) {
   make_constant(g.values[v], w);
   ir::Node packed = first;
   packed.name = base;
-  packed.inputs = {first.inputs[kA], v};
+  packed.inputs = {first.inputs[kNBitsA], v};
   finish(g, nodes, std::move(packed), widths, weights);
 }
 
