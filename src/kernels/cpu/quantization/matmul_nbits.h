@@ -62,6 +62,9 @@ enum class NBitsInt8Isa { kAuto, kAvx2, kAvxVnni, kAvx512Vnni };
 void matmul_nbits_int8(const NBitsWeights& w, const float* a, int64_t M, const float* bias, float* y,
                        NBitsInt8Isa isa = NBitsInt8Isa::kAuto);
 
+// Internal: y[m, n] += bias[n] for M rows of N; nothing when bias is null.
+void add_bias_rows(float* y, const float* bias, int64_t M, int64_t N);
+
 // Internal: one ISA's GEMV over columns [n0, n1), `a` zero-padded to k_blocks * block_size and
 // `a_block_sums` its sum per block (for the zero points).
 void nbits_gemv_avx2(const NBitsWeights& w, const float* a, const float* a_block_sums, int64_t n0, int64_t n1, float* y);

@@ -150,9 +150,13 @@ void matmul_nbits_fast(const NBitsWeights& w, const float* a, int64_t M, const f
       }
     });
   }
-  if (bias)
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) y[m * N + n] += bias[n];
+  add_bias_rows(y, bias, M, N);
+}
+
+void add_bias_rows(float* y, const float* bias, int64_t M, int64_t N) {
+  if (!bias) return;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) y[m * N + n] += bias[n];
 }
 
 }  // namespace mminfer::kernels

@@ -48,9 +48,7 @@ void matmul_nbits_int8(const NBitsWeights& w, const float* a, int64_t M, const f
       default: nbits_int8_dot_avx2(w, q, n0, n1, y); break;
     }
   });
-  if (bias)
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < w.N; ++n) y[m * w.N + n] += bias[n];
+  add_bias_rows(y, bias, M, w.N);
 }
 
 }  // namespace mminfer::kernels

@@ -26,7 +26,7 @@ struct Int8Rows {
   std::vector<float> block_sum;   // [M, k_blocks]: s_a * sum of the block's codes (for the zero points)
   std::vector<int32_t> lane_block;  // [kpad / 4]: the block each 32-bit lane covers
   std::array<int64_t, 4> lane_form{};  // bits, group, block size and kpad lane_block was made for
-  std::vector<float> block_scale;      // scratch: one row's s_a per block
+  std::vector<float> block_scale;      // [M, k_blocks]: s_a of each block
 };
 
 // Fills `out` (reusing its storage) from A[M, K] for weight `w`; `group`: twice the kernel's

@@ -43,10 +43,10 @@ void quantize_int8_rows(const NBitsWeights& w, const float* a, int64_t M, int64_
     out.lane_block.resize(static_cast<size_t>(lanes));
     for (int64_t l = 0; l < lanes; ++l) out.lane_block[static_cast<size_t>(l)] = static_cast<int32_t>(k_at(w.bits, group, 4 * l) / bs);
   }
-  std::vector<float>& scale = out.block_scale;
-  scale.resize(static_cast<size_t>(kb));
+  out.block_scale.resize(static_cast<size_t>(M * kb));
   for (int64_t m = 0; m < M; ++m) {
     const float* row = a + m * K;
+    float* scale = out.block_scale.data() + m * kb;
     int8_t* codes = out.codes.data() + m * kpad;
     for (int64_t b = 0; b < kb; ++b) {
       const int64_t k0 = b * bs, k1 = std::min(K, k0 + bs);
@@ -60,13 +60,13 @@ void quantize_int8_rows(const NBitsWeights& w, const float* a, int64_t M, int64_
         codes[position(w.bits, group, k)] = static_cast<int8_t>(c);
         sum += c;
       }
-      scale[static_cast<size_t>(b)] = s;
+      scale[b] = s;
       out.block_sum[static_cast<size_t>(m * kb + b)] = s * static_cast<float>(sum);
     }
     float* ls = out.lane_scale.data() + m * lanes;
     for (int64_t l = 0; l < lanes; ++l) {
       const int32_t b = out.lane_block[static_cast<size_t>(l)];
-      ls[l] = b < kb ? scale[static_cast<size_t>(b)] : 0.f;
+      ls[l] = b < kb ? scale[b] : 0.f;
     }
   }
 }

@@ -70,9 +70,7 @@ void matmul_nbits_tiled(const NBitsTiled& t, const float* a, int64_t M, const fl
   // Enough work per thread that starting one pays: 32 KiB of codes, less as M grows.
   const int64_t grain = std::max<int64_t>(1, 32768 / t.tile_code_bytes() / std::max<int64_t>(1, M));
   parallel_for(t.tiles(), grain, [&](int64_t tile0, int64_t tile1) { nbits_tiled_avx512vnni(t, q, tile0, tile1, y); });
-  if (bias)
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < t.N; ++n) y[m * t.N + n] += bias[n];
+  add_bias_rows(y, bias, M, t.N);
 }
 
 }  // namespace mminfer::kernels

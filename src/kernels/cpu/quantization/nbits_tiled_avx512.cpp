@@ -36,7 +36,7 @@ inline void prefetch_ahead(const uint8_t* wp) {
 // Rows [m0, m0 + R) times one tile's 64 columns.
 template <int Bits, int R>
 void tile_rows(const NBitsTiled& t, const Int8Rows& q, int64_t m0, int64_t tile, float* y) {
-  const int64_t kb = t.k_blocks(), bs = t.block_size, lanes = q.kpad / 4;
+  const int64_t kb = t.k_blocks(), bs = t.block_size;
   const uint8_t* wp = t.codes + tile * t.tile_code_bytes();
   const float* scales = t.scales + tile * kb * 64;
   const uint8_t* zps = t.zero_points + tile * kb * 64;
@@ -82,7 +82,7 @@ void tile_rows(const NBitsTiled& t, const Int8Rows& q, int64_t m0, int64_t tile,
       const __m128i z = _mm_loadu_si128(reinterpret_cast<const __m128i*>(zps + b * 64 + g * 16));
       const __m512 swz = _mm512_mul_ps(sw, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(z)));
       for (int r = 0; r < R; ++r) {
-        const __m512 sa = _mm512_set1_ps(q.lane_scale[static_cast<size_t>((m0 + r) * lanes + k0 / 4)]);
+        const __m512 sa = _mm512_set1_ps(q.block_scale[static_cast<size_t>((m0 + r) * kb + b)]);
         const __m512 sum = _mm512_set1_ps(q.block_sum[static_cast<size_t>((m0 + r) * kb + b)]);
         acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][g]), _mm512_mul_ps(sw, sa), acc[r][g]);
         acc[r][g] = _mm512_fnmadd_ps(swz, sum, acc[r][g]);
