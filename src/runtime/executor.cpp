@@ -41,6 +41,12 @@ Executor::Executor(ir::Graph graph, InterOp inter_op) : graph_(std::move(graph))
     for (int o : steps_[s].outputs)
       if (o >= 0 && last_use_[o] < 0 && !graph_.values[o].is_graph_output) steps_[s].release.push_back(o);
   values_.resize(graph_.values.size());
+  for (size_t v = 0; v < graph_.values.size(); ++v) {
+    if (graph_.values[v].is_constant)
+      values_[v] = graph_.values[v].constant;
+    else
+      computed_.push_back(static_cast<int>(v));
+  }
 }
 
 Executor::~Executor() = default;
@@ -283,10 +289,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     signature.insert(signature.end(), t.shape().begin(), t.shape().end());
   }
   std::vector<Tensor>& values = values_;
-  for (size_t v = 0; v < graph_.values.size(); ++v) {
-    const ir::Value& val = graph_.values[v];
-    values[v] = val.is_constant ? val.constant : Tensor();
-  }
+  for (int v : computed_) values[v] = Tensor();
   for (size_t i = 0; i < inputs.size(); ++i) values[graph_.inputs[i]] = inputs[i];
 
   auto it = plans_.find(signature);
@@ -320,7 +323,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
   }
   std::vector<Tensor> outputs;
   for (int o : graph_.outputs) outputs.push_back(values[o]);
-  for (auto& v : values) v = Tensor();
+  for (int v : computed_) values[v] = Tensor();
   return outputs;
 }
 

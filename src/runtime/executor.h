@@ -66,7 +66,10 @@ class Executor {
   std::vector<Step> steps_;
   std::vector<int> last_use_;  // per value: step index of last read; INT_MAX for graph outputs
   std::map<std::vector<int64_t>, std::unique_ptr<ShapePlan>> plans_;
-  std::vector<Tensor> values_;  // reused between runs
+  // Reused between runs. Constants are set once, in the constructor; only the values a run
+  // computes are reset, so a decode step does not copy every weight's Tensor (shape and all).
+  std::vector<Tensor> values_;
+  std::vector<int> computed_;  // indices of the values that are not constants
   // One arena for every plan, as large as the largest: runs of one executor never overlap and
   // graph outputs never live in it, so plans for many shapes cost offsets, not memory.
   std::shared_ptr<void> arena_;
