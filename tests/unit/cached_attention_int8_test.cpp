@@ -127,7 +127,7 @@ TEST(Int8Rows, RowKernelMatchesPlainTwin) {
     int64_t sq = 1 + rng() % 6, t = 1 + rng() % 50, d = 1 + rng() % 70, dv = 1 + rng() % 70;
     auto q = normal(sq * d, rng), bias = normal(sq * t, rng);
     auto k = quantized(normal(t * d, rng), t, d), v = quantized(normal(t * dv, rng), t, dv);
-    std::vector<float> out(sq * dv), ref(sq * dv), scratch(t);
+    std::vector<float> out(sq * dv), ref(sq * dv), scratch(ca::scratch_floats(t));
     std::vector<int64_t> lo(sq), hi(sq);
     for (int64_t i = 0; i < sq; ++i) {
       hi[i] = 1 + rng() % t;

@@ -224,22 +224,24 @@ TEST(MultiHeadAttention, DecodeStepWithPastMatchesNaiveReference) {
   }
 }
 
-// The vector row kernel against its plain twin: key ranges, bias rows, softcap and sinks; value
-// widths below, at and past 32 columns.
+// The vector row kernel against its plain twin: key ranges (runs of rows sharing one, up to past
+// a group of four), bias rows, softcap and sinks; value widths below, at and past 64 columns.
 TEST(CachedAttention, RowKernelMatchesPlainTwin) {
   std::mt19937 rng(99);
   std::normal_distribution<float> n(0.f, 1.f);
-  const int64_t wide[] = {32, 64, 96, 100, 128};  // the 32-column register sums, with and without a tail
-  for (int trial = 0; trial < 30; ++trial) {
-    int64_t sq = 1 + rng() % 6, t = 1 + rng() % 50, d = 1 + rng() % 40, dv = 1 + rng() % 40;
-    if (trial >= 20) dv = wide[trial % 5], d = 64, t = 1 + rng() % 200;
-    std::vector<float> q(sq * d), k(t * d), v(t * dv), bias(sq * t), out(sq * dv), ref(sq * dv), scratch(t);
+  const int64_t wide[] = {32, 64, 96, 100, 128};  // register sums of 16-64 columns, with and without a tail
+  for (int trial = 0; trial < 40; ++trial) {
+    int64_t sq = 1 + rng() % 9, t = 1 + rng() % 50, d = 1 + rng() % 40, dv = 1 + rng() % 40;
+    if (trial >= 20) dv = wide[trial % 5], d = trial % 2 ? 64 : 128, t = 1 + rng() % 200;
+    std::vector<float> q(sq * d), k(t * d), v(t * dv), bias(sq * t), out(sq * dv), ref(sq * dv), scratch(ca::scratch_floats(t));
     for (auto* vec : {&q, &k, &v, &bias})
       for (float& x : *vec) x = n(rng);
     std::vector<int64_t> lo(sq), hi(sq);
     for (int64_t i = 0; i < sq; ++i) {
       hi[i] = 1 + rng() % t;
       lo[i] = rng() % hi[i];
+      // Runs of rows that see the same keys (the query heads of one KV head) go together.
+      if (trial % 3 != 2 && i > 0 && rng() % 4 != 0) lo[i] = lo[i - 1], hi[i] = hi[i - 1];
     }
     ca::Rows p{q.data(), k.data(), v.data(), out.data(), lo.data(), hi.data(), trial % 2 ? bias.data() : nullptr,
                sq, d, dv, d, d, dv, dv, t, 0.3f, trial % 3 == 0 ? 2.f : 0.f, trial % 4 == 0, trial % 8 == 0 ? 0.f : 0.7f, nullptr, nullptr};

@@ -8,8 +8,10 @@
 #include <limits>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/int8_rows.h"
 #include "kernels/cpu/common/vector_math.h"
+#include "kernels/cpu/nn/cached_attention_group.h"
 #include "kernels/cpu/nn/cached_attention_int8.h"
 
 namespace mminfer::kernels::cached_attention {
@@ -82,17 +84,8 @@ void softmax(float* s, int64_t n, bool has_sink, float sink) {
   vmath::map_avx2(s, s, n, [&](__m256 x) { return _mm256_mul_ps(x, inv); });
 }
 
-void logits(const Rows& p, int64_t i, int64_t lo, int64_t hi, float* s) {
-  const float* q = p.q + i * p.q_stride;
-  if (p.k8) {
-    const int8_t* k = p.k8 + lo * p.kv_stride;
-    if (int8_uses_avx512()) int8_scores_avx512(q, k, p.kv_stride, hi - lo, p.d, s);
-    else int8_scores_avx2(q, k, p.kv_stride, hi - lo, p.d, s);
-  } else {
-    int64_t j = lo;
-    for (; j + 4 <= hi; j += 4) dot4(q, p.k + j * p.kv_stride, p.kv_stride, p.d, s + (j - lo));
-    for (; j < hi; ++j) s[j - lo] = dot(q, p.k + j * p.kv_stride, p.d);
-  }
+// Scale, soft cap and bias applied to row i's raw scores s[0, hi - lo).
+void finish_logits(const Rows& p, int64_t i, int64_t lo, int64_t hi, float* s) {
   const __m256 vs = _mm256_set1_ps(p.scale);
   vmath::map_avx2(s, s, hi - lo, [&](__m256 x) { return _mm256_mul_ps(x, vs); });
   if (p.softcap > 0.f) {
@@ -105,23 +98,72 @@ void logits(const Rows& p, int64_t i, int64_t lo, int64_t hi, float* s) {
   }
 }
 
+void logits(const Rows& p, int64_t i, int64_t lo, int64_t hi, float* s) {
+  const float* q = p.q + i * p.q_stride;
+  if (p.k8) {
+    const int8_t* k = p.k8 + lo * p.kv_stride;
+    if (int8_uses_avx512()) int8_scores_avx512(q, k, p.kv_stride, hi - lo, p.d, s);
+    else int8_scores_avx2(q, k, p.kv_stride, hi - lo, p.d, s);
+  } else {
+    int64_t j = lo;
+    for (; j + 4 <= hi; j += 4) dot4(q, p.k + j * p.kv_stride, p.kv_stride, p.d, s + (j - lo));
+    for (; j < hi; ++j) s[j - lo] = dot(q, p.k + j * p.kv_stride, p.d);
+  }
+  finish_logits(p, i, lo, hi, s);
+}
+
+// Row i alone: one pass over its keys, one over its values.
+void run_row(const Rows& p, int64_t i, float* scratch) {
+  float* out = p.out + i * p.out_stride;
+  std::fill_n(out, p.dv, 0.f);
+  int64_t lo = p.lo[i], hi = p.hi[i];
+  if (hi <= lo) return;
+  logits(p, i, lo, hi, scratch);
+  softmax(scratch, hi - lo, p.has_sink, p.sink);
+  if (p.v8) {
+    const int8_t* v = p.v8 + lo * p.kv_stride_v;
+    if (int8_uses_avx512()) int8_accumulate_avx512(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
+    else int8_accumulate_avx2(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
+  } else {
+    for (int64_t j = lo; j < hi; ++j) axpy(scratch[j - lo], p.v + j * p.kv_stride_v, out, p.dv);
+  }
+}
+
+// Rows [i, i + rows) share the keys [lo, hi), lo < hi: one pass over the keys and one over the
+// values for all of them, a row of scores each in scratch.
+void run_group(const Rows& p, int64_t i, int rows, float* scratch) {
+  const int64_t lo = p.lo[i], n = p.hi[i] - lo;
+  const float* q[kGroupRows];
+  float* out[kGroupRows];
+  for (int r = 0; r < rows; ++r) q[r] = p.q + (i + r) * p.q_stride, out[r] = p.out + (i + r) * p.out_stride;
+  group_scores_avx512(q, rows, p.k + lo * p.kv_stride, p.kv_stride, n, p.d, scratch, n);
+  for (int r = 0; r < rows; ++r) {
+    finish_logits(p, i + r, lo, lo + n, scratch + r * n);
+    softmax(scratch + r * n, n, p.has_sink, p.sink);
+  }
+  group_values_avx512(scratch, n, rows, p.v + lo * p.kv_stride_v, p.kv_stride_v, n, p.dv, out);
+}
+
 }  // namespace
 
+int64_t scratch_floats(int64_t t) { return kGroupRows * t; }
+
+bool groups_use_avx512() {
+  static const bool avx512 = cpu_features().avx512f;
+  return avx512;
+}
+
 void run(const Rows& p, float* scratch) {
-  for (int64_t i = 0; i < p.sq; ++i) {
-    float* out = p.out + i * p.out_stride;
-    std::fill_n(out, p.dv, 0.f);
-    int64_t lo = p.lo[i], hi = p.hi[i];
-    if (hi <= lo) continue;
-    logits(p, i, lo, hi, scratch);
-    softmax(scratch, hi - lo, p.has_sink, p.sink);
-    if (p.v8) {
-      const int8_t* v = p.v8 + lo * p.kv_stride_v;
-      if (int8_uses_avx512()) int8_accumulate_avx512(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
-      else int8_accumulate_avx2(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
-    } else {
-      for (int64_t j = lo; j < hi; ++j) axpy(scratch[j - lo], p.v + j * p.kv_stride_v, out, p.dv);
-    }
+  const bool groups = !p.k8 && !p.v8 && groups_use_avx512();
+  for (int64_t i = 0; i < p.sq;) {
+    int rows = 1;
+    if (groups && p.hi[i] > p.lo[i])
+      while (rows < kGroupRows && i + rows < p.sq && p.lo[i + rows] == p.lo[i] && p.hi[i + rows] == p.hi[i]) ++rows;
+    if (groups && p.hi[i] > p.lo[i])
+      run_group(p, i, rows, scratch);
+    else
+      run_row(p, i, scratch);
+    i += rows;
   }
 }
 

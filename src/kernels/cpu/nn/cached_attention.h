@@ -1,7 +1,8 @@
-// Attention of one query head over a key/value cache whose rows are contiguous ([T, d], BNSH
-// layout): the math under com.microsoft GroupQueryAttention and MultiHeadAttention. Each query
-// row sees its own key range [lo, hi) (causal cut, sliding window, valid cache length); one row
-// of scores exists at a time, so decode (one query row) is one pass over K and one over V.
+// Attention of query rows over a key/value cache whose rows are contiguous ([T, d], BNSH layout):
+// the math under com.microsoft GroupQueryAttention and MultiHeadAttention and mminfer's
+// CachedAttention. Each query row sees its own key range [lo, hi) (causal cut, sliding window,
+// valid cache length). A decode step is one pass over K and one over V for every group of up to
+// four rows that share their keys (the query heads of one KV head).
 #pragma once
 #include <cstdint>
 
@@ -27,8 +28,11 @@ struct Rows {
   const int8_t* v8;
 };
 
-// scratch: at least `t` floats (the largest hi). A row that sees no key gets zeros.
+// Consecutive rows with the same key range are run together where the CPU allows
+// (cached_attention_group.h), so callers pass the rows that share keys as one Rows.
+// scratch: at least scratch_floats(t) floats (t: the largest hi). A row that sees no key gets zeros.
 void run(const Rows& p, float* scratch);
+int64_t scratch_floats(int64_t t);
 // The plain twin, for tests.
 void run_reference(const Rows& p);
 

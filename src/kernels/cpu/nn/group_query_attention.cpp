@@ -257,7 +257,7 @@ class GroupQueryAttentionKernel final : public Kernel {
     const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(H));
     const int64_t group = N / NK;
     parallel_for(B * N, 1, [&](int64_t t0, int64_t t1) {
-      std::vector<float> scratch(static_cast<size_t>(T)), qbuf(static_cast<size_t>(S * H));
+      std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(T))), qbuf(static_cast<size_t>(S * H));
       std::vector<int64_t> lo(static_cast<size_t>(S)), hi(static_cast<size_t>(S));
       std::vector<float> wide_k, wide_v;  // a float16 cache's KV head, widened once for its query heads
       int64_t widened = -1;

@@ -7,6 +7,7 @@
 // new rows are narrowed as they are written, and each KV head's rows widened once per step for
 // all the query heads that share it. Or int8 [B, Hkv, T, D + 4] (core/int8_rows.h): each new row
 // quantized with its own scale, and the codes dequantized in registers as attention reads them.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -74,8 +75,8 @@ class KvCacheAttentionKernel final : public Kernel {
     float* o = out[0]->data<float>();
     // One KV head and the query heads that read it per item, so a half cache is widened once.
     parallel_for(d.B * d.Hkv, 1, [&](int64_t c0, int64_t c1) {
-      std::vector<float> scratch(static_cast<size_t>(d.T));
-      std::vector<int64_t> lo(static_cast<size_t>(d.S), 0), hi(static_cast<size_t>(d.S));
+      std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(d.T)));
+      std::vector<int64_t> lo(static_cast<size_t>(group), 0), hi(static_cast<size_t>(group));
       std::vector<float> wide_k, wide_v;
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t b = c / d.Hkv, visible = len[b] + d.S;
@@ -88,20 +89,22 @@ class KvCacheAttentionKernel final : public Kernel {
           keys = static_cast<const float*>(kc) + c * d.T * d.D;
           values = static_cast<const float*>(vc) + c * d.T * d.Dv;
         }
-        for (int64_t i = 0; i < d.S; ++i) hi[i] = causal_ ? len[b] + i + 1 : visible;
-        for (int64_t g = 0; g < group; ++g) {
-          const int64_t t = b * d.Hq + (c % d.Hkv) * group + g;
+        // Position i of the group's query heads: rows S * D apart that all see the same keys,
+        // so each key and value row is read once for the whole group.
+        const int64_t first_head = b * d.Hq + (c % d.Hkv) * group;
+        for (int64_t i = 0; i < d.S; ++i) {
+          std::fill(hi.begin(), hi.end(), causal_ ? len[b] + i + 1 : visible);
           cached_attention::Rows p{};
-          p.q = q + t * d.S * d.D, p.q_stride = d.D;
+          p.q = q + (first_head * d.S + i) * d.D, p.q_stride = d.S * d.D;
           p.k = keys, p.kv_stride = d.D;
           p.v = values, p.kv_stride_v = d.Dv;
           if (int8) {
             p.k8 = static_cast<const int8_t*>(kc) + c * d.T * kw, p.kv_stride = kw;
             p.v8 = static_cast<const int8_t*>(vc) + c * d.T * vw, p.kv_stride_v = vw;
           }
-          p.out = o + t * d.S * d.Dv, p.out_stride = d.Dv;
+          p.out = o + (first_head * d.S + i) * d.Dv, p.out_stride = d.S * d.Dv;
           p.lo = lo.data(), p.hi = hi.data();
-          p.sq = d.S, p.d = d.D, p.dv = d.Dv;
+          p.sq = group, p.d = d.D, p.dv = d.Dv;
           p.scale = scale;
           cached_attention::run(p, scratch.data());
         }

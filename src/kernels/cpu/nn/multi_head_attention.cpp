@@ -120,7 +120,7 @@ class MultiHeadAttentionKernel final : public Kernel {
     const bool additive = mask || ab;
 
     parallel_for(B * N, 1, [&](int64_t t0, int64_t t1) {
-      std::vector<float> scratch(static_cast<size_t>(T)), qbuf(static_cast<size_t>(S * H));
+      std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(T))), qbuf(static_cast<size_t>(S * H));
       std::vector<float> add(additive ? static_cast<size_t>(S * T) : 0);
       std::vector<int64_t> lo(static_cast<size_t>(S), 0), hi(static_cast<size_t>(S));
       for (int64_t t = t0; t < t1; ++t) {
