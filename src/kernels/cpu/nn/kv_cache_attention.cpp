@@ -24,6 +24,9 @@ namespace mminfer::kernels {
 
 namespace {
 
+// Multiply-adds below which a share of the work is not worth another thread (~10 us at 1 thread).
+constexpr int64_t kMinParallelWork = int64_t(1) << 17;
+
 class KvCacheAttentionKernel final : public Kernel {
  public:
   explicit KvCacheAttentionKernel(const KernelSpec& s)
@@ -62,7 +65,11 @@ class KvCacheAttentionKernel final : public Kernel {
         std::memcpy(static_cast<float*>(cache) + at * dim, rows, sizeof(float) * count * dim);
       }
     };
-    parallel_for(d.B * d.Hkv, 1, [&](int64_t c0, int64_t c1) {
+    // Threads pay only for enough work: a fork and join costs microseconds, about what one KV
+    // head of a short decode step takes, so short steps run on the calling thread.
+    const int64_t longest = *std::max_element(len.begin(), len.end()) + d.S;
+    const int64_t write_grain = std::max<int64_t>(1, kMinParallelWork / std::max<int64_t>(1, d.S * (d.D + d.Dv)));
+    parallel_for(d.B * d.Hkv, write_grain, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         int64_t b = c / d.Hkv;
         put(kc, c * d.T + len[b], kn + c * d.S * d.D, d.S, d.D);
@@ -74,7 +81,8 @@ class KvCacheAttentionKernel final : public Kernel {
     const float* q = in[0]->data<float>();
     float* o = out[0]->data<float>();
     // One KV head and the query heads that read it per item, so a half cache is widened once.
-    parallel_for(d.B * d.Hkv, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t head_work = group * d.S * longest * (d.D + d.Dv);
+    parallel_for(d.B * d.Hkv, std::max<int64_t>(1, kMinParallelWork / std::max<int64_t>(1, head_work)), [&](int64_t c0, int64_t c1) {
       std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(d.T)));
       std::vector<int64_t> lo(static_cast<size_t>(group), 0), hi(static_cast<size_t>(group));
       std::vector<float> wide_k, wide_v;
