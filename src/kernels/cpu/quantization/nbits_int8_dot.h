@@ -30,8 +30,10 @@ struct Int8Rows {
 };
 
 // Fills `out` (reusing its storage) from A[M, K] for weight `w`; `group`: twice the kernel's
-// vector bytes (64 or 128).
-void quantize_int8_rows(const NBitsWeights& w, const float* a, int64_t M, int64_t group, Int8Rows& out);
+// vector bytes (64 or 128). Without `lane_scales`, lane_scale is left alone (the tiled kernel
+// reads block_scale only).
+void quantize_int8_rows(const NBitsWeights& w, const float* a, int64_t M, int64_t group, Int8Rows& out,
+                        bool lane_scales = true);
 
 // One ISA's kernel: y[m, n] (row stride N, no bias) for all rows m < q.M and columns [n0, n1).
 void nbits_int8_dot_avx2(const NBitsWeights& w, const Int8Rows& q, int64_t n0, int64_t n1, float* y);

@@ -65,7 +65,7 @@ void matmul_nbits_tiled(const NBitsTiled& t, const float* a, int64_t M, const fl
   NBitsWeights form;
   form.K = t.K, form.N = t.N, form.bits = 8, form.block_size = t.block_size;
   thread_local Int8Rows rows;  // kept per thread so that decode steps allocate nothing once warm
-  quantize_int8_rows(form, a, M, 128, rows);
+  quantize_int8_rows(form, a, M, 128, rows, /*lane_scales=*/false);
   const Int8Rows& q = rows;  // named by reference: in the workers `rows` would be their own, empty
   // Enough work per thread that starting one pays: 32 KiB of codes, less as M grows.
   const int64_t grain = std::max<int64_t>(1, 32768 / t.tile_code_bytes() / std::max<int64_t>(1, M));
