@@ -1,4 +1,4 @@
-// Attention of one head over a contiguous K/V cache, row by row (see cached_attention.h).
+// Attention over a contiguous K/V cache, rows that share their keys together (see cached_attention.h).
 #include "kernels/cpu/nn/cached_attention.h"
 
 #include <immintrin.h>
@@ -17,48 +17,6 @@
 namespace mminfer::kernels::cached_attention {
 
 namespace {
-
-float dot(const float* a, const float* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
-  }
-  for (; i < n; i += 8) {
-    __m256i m = vmath::tail_mask(std::min<int64_t>(8, n - i));
-    acc0 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), acc0);
-  }
-  return vmath::hsum(_mm256_add_ps(acc0, acc1));
-}
-
-// out[0..4) = q · k_r for the four rows k, k + stride, ...: one pass over q for four keys, and one
-// horizontal reduction for all four (the reduction, not the FMAs, dominates at head size 64).
-void dot4(const float* q, const float* k, int64_t stride, int64_t n, float* out) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (int64_t i = 0; i < n; i += 8) {
-    __m256i m = vmath::tail_mask(std::min<int64_t>(8, n - i));
-    bool full = i + 8 <= n;
-    __m256 qv = full ? _mm256_loadu_ps(q + i) : _mm256_maskload_ps(q + i, m);
-    auto row = [&](int r) { return full ? _mm256_loadu_ps(k + r * stride + i) : _mm256_maskload_ps(k + r * stride + i, m); };
-    a0 = _mm256_fmadd_ps(qv, row(0), a0);
-    a1 = _mm256_fmadd_ps(qv, row(1), a1);
-    a2 = _mm256_fmadd_ps(qv, row(2), a2);
-    a3 = _mm256_fmadd_ps(qv, row(3), a3);
-  }
-  _mm_storeu_ps(out, vmath::sum4(a0, a1, a2, a3));
-}
-
-// y[0, n) += a * x[0, n)
-void axpy(float a, const float* x, float* y, int64_t n) {
-  const __m256 va = _mm256_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  if (i < n) {
-    __m256i m = vmath::tail_mask(n - i);
-    _mm256_maskstore_ps(y + i, m, _mm256_fmadd_ps(va, _mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
-  }
-}
 
 // Logits -> probabilities in place. A NaN logit makes the row NaN, as a plain softmax would.
 void softmax(float* s, int64_t n, bool has_sink, float sink) {
@@ -98,35 +56,22 @@ void finish_logits(const Rows& p, int64_t i, int64_t lo, int64_t hi, float* s) {
   }
 }
 
-void logits(const Rows& p, int64_t i, int64_t lo, int64_t hi, float* s) {
-  const float* q = p.q + i * p.q_stride;
-  if (p.k8) {
-    const int8_t* k = p.k8 + lo * p.kv_stride;
-    if (int8_uses_avx512()) int8_scores_avx512(q, k, p.kv_stride, hi - lo, p.d, s);
-    else int8_scores_avx2(q, k, p.kv_stride, hi - lo, p.d, s);
-  } else {
-    int64_t j = lo;
-    for (; j + 4 <= hi; j += 4) dot4(q, p.k + j * p.kv_stride, p.kv_stride, p.d, s + (j - lo));
-    for (; j < hi; ++j) s[j - lo] = dot(q, p.k + j * p.kv_stride, p.d);
-  }
-  finish_logits(p, i, lo, hi, s);
-}
-
-// Row i alone: one pass over its keys, one over its values.
-void run_row(const Rows& p, int64_t i, float* scratch) {
+// Row i over an INT8 cache: one pass over its keys, one over its values, the codes widened in
+// registers.
+void run_int8_row(const Rows& p, int64_t i, float* scratch) {
   float* out = p.out + i * p.out_stride;
   std::fill_n(out, p.dv, 0.f);
-  int64_t lo = p.lo[i], hi = p.hi[i];
+  const int64_t lo = p.lo[i], hi = p.hi[i];
   if (hi <= lo) return;
-  logits(p, i, lo, hi, scratch);
+  const float* q = p.q + i * p.q_stride;
+  const int8_t* k = p.k8 + lo * p.kv_stride;
+  if (int8_uses_avx512()) int8_scores_avx512(q, k, p.kv_stride, hi - lo, p.d, scratch);
+  else int8_scores_avx2(q, k, p.kv_stride, hi - lo, p.d, scratch);
+  finish_logits(p, i, lo, hi, scratch);
   softmax(scratch, hi - lo, p.has_sink, p.sink);
-  if (p.v8) {
-    const int8_t* v = p.v8 + lo * p.kv_stride_v;
-    if (int8_uses_avx512()) int8_accumulate_avx512(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
-    else int8_accumulate_avx2(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
-  } else {
-    for (int64_t j = lo; j < hi; ++j) axpy(scratch[j - lo], p.v + j * p.kv_stride_v, out, p.dv);
-  }
+  const int8_t* v = p.v8 + lo * p.kv_stride_v;
+  if (int8_uses_avx512()) int8_accumulate_avx512(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
+  else int8_accumulate_avx2(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
 }
 
 // Rows [i, i + rows) share the keys [lo, hi), lo < hi: one pass over the keys and one over the
@@ -136,12 +81,14 @@ void run_group(const Rows& p, int64_t i, int rows, float* scratch) {
   const float* q[kGroupRows];
   float* out[kGroupRows];
   for (int r = 0; r < rows; ++r) q[r] = p.q + (i + r) * p.q_stride, out[r] = p.out + (i + r) * p.out_stride;
-  group_scores_avx512(q, rows, p.k + lo * p.kv_stride, p.kv_stride, n, p.d, scratch, n);
+  if (groups_use_avx512()) group_scores_avx512(q, rows, p.k + lo * p.kv_stride, p.kv_stride, n, p.d, scratch, n);
+  else group_scores_avx2(q, rows, p.k + lo * p.kv_stride, p.kv_stride, n, p.d, scratch, n);
   for (int r = 0; r < rows; ++r) {
     finish_logits(p, i + r, lo, lo + n, scratch + r * n);
     softmax(scratch + r * n, n, p.has_sink, p.sink);
   }
-  group_values_avx512(scratch, n, rows, p.v + lo * p.kv_stride_v, p.kv_stride_v, n, p.dv, out);
+  if (groups_use_avx512()) group_values_avx512(scratch, n, rows, p.v + lo * p.kv_stride_v, p.kv_stride_v, n, p.dv, out);
+  else group_values_avx2(scratch, n, rows, p.v + lo * p.kv_stride_v, p.kv_stride_v, n, p.dv, out);
 }
 
 }  // namespace
@@ -154,16 +101,18 @@ bool groups_use_avx512() {
 }
 
 void run(const Rows& p, float* scratch) {
-  const bool groups = !p.k8 && !p.v8 && groups_use_avx512();
   for (int64_t i = 0; i < p.sq;) {
-    int rows = 1;
-    if (groups && p.hi[i] > p.lo[i])
-      while (rows < kGroupRows && i + rows < p.sq && p.lo[i + rows] == p.lo[i] && p.hi[i + rows] == p.hi[i]) ++rows;
-    if (groups && p.hi[i] > p.lo[i])
+    const int64_t lo = p.lo[i], hi = p.hi[i];
+    if (p.k8) {
+      run_int8_row(p, i++, scratch);
+    } else if (hi <= lo) {
+      std::fill_n(p.out + i++ * p.out_stride, p.dv, 0.f);
+    } else {
+      int rows = 1;
+      while (rows < kGroupRows && i + rows < p.sq && p.lo[i + rows] == lo && p.hi[i + rows] == hi) ++rows;
       run_group(p, i, rows, scratch);
-    else
-      run_row(p, i, scratch);
-    i += rows;
+      i += rows;
+    }
   }
 }
 

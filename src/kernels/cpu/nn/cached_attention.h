@@ -22,8 +22,8 @@ struct Rows {
   float softcap;           // > 0: score = softcap * tanh(score / softcap), after scale
   bool has_sink;           // the softmax denominator gains exp(sink) (smooth softmax: sink 0)
   float sink;
-  // An INT8 cache (core/int8_rows.h) in place of k and v: rows of d (dv) codes and their scale,
-  // kv_stride (kv_stride_v) bytes apart.
+  // An INT8 cache (core/int8_rows.h) in place of k and v, both or neither: rows of d (dv) codes
+  // and their scale, kv_stride (kv_stride_v) bytes apart.
   const int8_t* k8;
   const int8_t* v8;
 };
