@@ -39,17 +39,21 @@ std::vector<Tensor> run_op(const std::string& op, const Attributes& attrs, const
 }
 
 // softmax(scale * q·k_j (soft-capped), j in [lo, hi)) · v, in double.
+// bias: added to each key's score (empty: none); sink: a logit in the denominator only.
 std::vector<double> naive_head(const float* q, const std::vector<const float*>& keys, const std::vector<const float*>& values,
-                               int64_t d, double scale, double softcap) {
+                               int64_t d, double scale, double softcap, const std::vector<double>& bias = {},
+                               const double* sink = nullptr) {
   std::vector<double> s(keys.size()), out(static_cast<size_t>(d), 0.0);
-  double m = -INFINITY, sum = 0;
+  double m = sink ? *sink : -INFINITY, sum = 0;
   for (size_t j = 0; j < keys.size(); ++j) {
     double acc = 0;
     for (int64_t c = 0; c < d; ++c) acc += double(q[c]) * keys[j][c];
     acc *= scale;
     if (softcap > 0) acc = softcap * std::tanh(acc / softcap);
+    if (!bias.empty()) acc += bias[j];
     s[j] = acc, m = std::max(m, acc);
   }
+  if (sink) sum = std::exp(*sink - m);
   for (double& x : s) sum += (x = std::exp(x - m));
   for (size_t j = 0; j < keys.size(); ++j)
     for (int64_t c = 0; c < d; ++c) out[static_cast<size_t>(c)] += s[j] / sum * values[j][c];
@@ -61,6 +65,8 @@ struct GqaCase {
   int64_t window;
   float softcap;
   bool shared;  // present written into past's buffer (a max-length cache)
+  int bias = 0;  // attention_bias: 0 none, 1 [B, N, 1, total], 2 [1, 1, 1, total]
+  bool sinks = false;  // head_sink, one per query head
 };
 
 void check_gqa_decode(const GqaCase& c, unsigned seed) {
@@ -86,7 +92,10 @@ void check_gqa_decode(const GqaCase& c, unsigned seed) {
   if (c.softcap > 0) a.set("softcap", c.softcap);
   std::vector<Tensor*> given;
   if (c.shared) given = {nullptr, &pk, &pv};
-  auto outs = run_op("GroupQueryAttention", a, {&q, &k, &v, &pk, &pv, &sl, &ts}, 3, given);
+  Tensor bias = random_tensor({c.bias == 1 ? B : 1, c.bias == 1 ? N : 1, 1, total}, rng), sink = random_tensor({N}, rng);
+  std::vector<const Tensor*> inputs = {&q, &k, &v, &pk, &pv, &sl, &ts};
+  if (c.bias || c.sinks) inputs.insert(inputs.end(), {nullptr, nullptr, nullptr, c.bias ? &bias : nullptr, c.sinks ? &sink : nullptr});
+  auto outs = run_op("GroupQueryAttention", a, inputs, 3, given);
   const Tensor& present_k = c.shared ? pk : outs[1];
   const Tensor& present_v = c.shared ? pv : outs[2];
   const int64_t T = std::max<int64_t>(total, P);
@@ -113,7 +122,12 @@ void check_gqa_decode(const GqaCase& c, unsigned seed) {
           keys.push_back(j < len ? pk_copy.data<float>() + ((b * NK + kh) * P + j) * H : k.data<float>() + (b * NK + kh) * H);
           values.push_back(j < len ? pv_copy.data<float>() + ((b * NK + kh) * P + j) * H : v.data<float>() + (b * NK + kh) * H);
         }
-        auto want = naive_head(q.data<float>() + (b * N + h) * H, keys, values, H, scale, c.softcap);
+        std::vector<double> row_bias;
+        for (int64_t j = lo; c.bias && j <= len; ++j)
+          row_bias.push_back(bias.data<float>()[(c.bias == 1 ? b * N + h : 0) * total + j]);
+        const double sink_h = sink.data<float>()[h];
+        auto want = naive_head(q.data<float>() + (b * N + h) * H, keys, values, H, scale, c.softcap, row_bias,
+                               c.sinks ? &sink_h : nullptr);
         for (int64_t x = 0; x < H; ++x)
           ASSERT_NEAR(outs[0].data<float>()[(b * N + h) * H + x], want[static_cast<size_t>(x)], 2e-5)
               << "b" << b << " head " << h << " x " << x;
@@ -139,6 +153,25 @@ TEST(GroupQueryAttention, DecodeStepMatchesNaiveReferenceOnRandomShapes) {
     c.shared = i % 3 == 0;
     SCOPED_TRACE("case " + std::to_string(i));
     check_gqa_decode(c, 100 + i);
+  }
+}
+
+// Each query head with its own attention_bias row and head_sink, its group's heads run together.
+TEST(GroupQueryAttention, DecodeStepTakesPerHeadBiasAndSinks) {
+  std::mt19937 pick(2024);
+  for (int i = 0; i < 12; ++i) {
+    GqaCase c{};
+    c.batch = 1 + pick() % 2;
+    c.kv_heads = 1 + pick() % 2;
+    c.group = 1 + pick() % 6;  // past a group of four rows too
+    c.head = i % 2 ? 64 : 24;
+    c.past = 1 + pick() % 70;
+    c.window = -1;
+    c.bias = i % 3;
+    c.sinks = i % 2 == 0;
+    c.shared = i % 4 == 0;
+    SCOPED_TRACE("case " + std::to_string(i));
+    check_gqa_decode(c, 300 + i);
   }
 }
 
@@ -225,7 +258,8 @@ TEST(MultiHeadAttention, DecodeStepWithPastMatchesNaiveReference) {
 }
 
 // The vector row kernel against its plain twin: key ranges (runs of rows sharing one, up to past
-// a group of four), bias rows, softcap and sinks; value widths below, at and past 64 columns.
+// a group of four), bias rows, softcap, sinks (one for all rows or one per row); value widths
+// below, at and past 64 columns.
 TEST(CachedAttention, RowKernelMatchesPlainTwin) {
   std::mt19937 rng(99);
   std::normal_distribution<float> n(0.f, 1.f);
@@ -243,8 +277,12 @@ TEST(CachedAttention, RowKernelMatchesPlainTwin) {
       // Runs of rows that see the same keys (the query heads of one KV head) go together.
       if (trial % 3 != 2 && i > 0 && rng() % 4 != 0) lo[i] = lo[i - 1], hi[i] = hi[i - 1];
     }
+    std::vector<float> sinks(sq);  // per row, as rows of different heads have (GroupQueryAttention's head_sink)
+    for (float& x : sinks) x = n(rng);
+    const bool row_sinks = trial % 5 == 3;
     ca::Rows p{q.data(), k.data(), v.data(), out.data(), lo.data(), hi.data(), trial % 2 ? bias.data() : nullptr,
-               sq, d, dv, d, d, dv, dv, t, 0.3f, trial % 3 == 0 ? 2.f : 0.f, trial % 4 == 0, trial % 8 == 0 ? 0.f : 0.7f, nullptr, nullptr};
+               sq, d, dv, d, d, dv, dv, t, 0.3f, trial % 3 == 0 ? 2.f : 0.f, trial % 4 == 0 || row_sinks,
+               trial % 8 == 0 ? 0.f : 0.7f, nullptr, nullptr, row_sinks ? sinks.data() : nullptr};
     ca::run(p, scratch.data());
     p.out = ref.data();
     ca::run_reference(p);

@@ -18,6 +18,8 @@ namespace mminfer::kernels::cached_attention {
 
 namespace {
 
+float sink_of(const Rows& p, int64_t i) { return p.sinks ? p.sinks[i] : p.sink; }
+
 // Logits -> probabilities in place. A NaN logit makes the row NaN, as a plain softmax would.
 void softmax(float* s, int64_t n, bool has_sink, float sink) {
   float m = has_sink ? sink : -std::numeric_limits<float>::infinity();
@@ -68,7 +70,7 @@ void run_int8_row(const Rows& p, int64_t i, float* scratch) {
   if (int8_uses_avx512()) int8_scores_avx512(q, k, p.kv_stride, hi - lo, p.d, scratch);
   else int8_scores_avx2(q, k, p.kv_stride, hi - lo, p.d, scratch);
   finish_logits(p, i, lo, hi, scratch);
-  softmax(scratch, hi - lo, p.has_sink, p.sink);
+  softmax(scratch, hi - lo, p.has_sink, sink_of(p, i));
   const int8_t* v = p.v8 + lo * p.kv_stride_v;
   if (int8_uses_avx512()) int8_accumulate_avx512(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
   else int8_accumulate_avx2(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
@@ -85,7 +87,7 @@ void run_group(const Rows& p, int64_t i, int rows, float* scratch) {
   else group_scores_avx2(q, rows, p.k + lo * p.kv_stride, p.kv_stride, n, p.d, scratch, n);
   for (int r = 0; r < rows; ++r) {
     finish_logits(p, i + r, lo, lo + n, scratch + r * n);
-    softmax(scratch + r * n, n, p.has_sink, p.sink);
+    softmax(scratch + r * n, n, p.has_sink, sink_of(p, i + r));
   }
   if (groups_use_avx512()) group_values_avx512(scratch, n, rows, p.v + lo * p.kv_stride_v, p.kv_stride_v, n, p.dv, out);
   else group_values_avx2(scratch, n, rows, p.v + lo * p.kv_stride_v, p.kv_stride_v, n, p.dv, out);
@@ -134,7 +136,8 @@ void run_reference(const Rows& p) {
     int64_t lo = p.lo[i], hi = p.hi[i];
     if (hi <= lo) continue;
     std::vector<double> s(static_cast<size_t>(hi - lo));
-    double m = p.has_sink ? p.sink : -INFINITY;
+    const double sink = sink_of(p, i);
+    double m = p.has_sink ? sink : -INFINITY;
     for (int64_t j = lo; j < hi; ++j) {
       double acc = 0;
       for (int64_t c = 0; c < p.d; ++c) acc += double(p.q[i * p.q_stride + c]) * key(j, c);
@@ -144,7 +147,7 @@ void run_reference(const Rows& p) {
       s[j - lo] = acc;
       m = std::max(m, acc);
     }
-    double sum = p.has_sink ? std::exp(p.sink - m) : 0.0;
+    double sum = p.has_sink ? std::exp(sink - m) : 0.0;
     for (double& x : s) sum += (x = std::exp(x - m));
     for (int64_t c = 0; c < p.dv; ++c) {
       double acc = 0;

@@ -26,10 +26,12 @@ struct Rows {
   // and their scale, kv_stride (kv_stride_v) bytes apart.
   const int8_t* k8;
   const int8_t* v8;
+  const float* sinks;  // per row, in place of `sink` when not null (rows of different heads)
 };
 
-// Consecutive rows with the same key range are run together where the CPU allows
+// Consecutive rows with the same key range run together, up to kGroupRows at a time
 // (cached_attention_group.h), so callers pass the rows that share keys as one Rows.
+constexpr int kGroupRows = 4;
 // scratch: at least scratch_floats(t) floats (t: the largest hi). A row that sees no key gets zeros.
 void run(const Rows& p, float* scratch);
 int64_t scratch_floats(int64_t t);

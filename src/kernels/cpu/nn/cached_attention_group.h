@@ -6,9 +6,9 @@
 #pragma once
 #include <cstdint>
 
-namespace mminfer::kernels::cached_attention {
+#include "kernels/cpu/nn/cached_attention.h"  // kGroupRows
 
-constexpr int kGroupRows = 4;
+namespace mminfer::kernels::cached_attention {
 
 // s[r * lds + j] = q[r] · k_j for r < rows (1..kGroupRows) and the n key rows k, k + stride, ...
 void group_scores_avx2(const float* const* q, int rows, const float* k, int64_t stride, int64_t n, int64_t d, float* s,

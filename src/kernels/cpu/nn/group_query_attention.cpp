@@ -256,29 +256,30 @@ class GroupQueryAttentionKernel final : public Kernel {
 
     const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(H));
     const int64_t group = N / NK;
-    parallel_for(B * N, 1, [&](int64_t t0, int64_t t1) {
-      std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(T))), qbuf(static_cast<size_t>(S * H));
-      std::vector<int64_t> lo(static_cast<size_t>(S)), hi(static_cast<size_t>(S));
+    // An item: up to kGroupRows query heads of one KV head, whose rows see the same keys at each
+    // position and so read each key and value row once (cached_attention::run).
+    const int64_t per_kv = (group + cached_attention::kGroupRows - 1) / cached_attention::kGroupRows;
+    parallel_for(B * NK * per_kv, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(T)));
+      std::vector<float> qbuf(static_cast<size_t>(cached_attention::kGroupRows * S * H));
+      std::vector<int64_t> lo(static_cast<size_t>(cached_attention::kGroupRows)), hi(lo.size());
       std::vector<float> wide_k, wide_v;  // a float16 cache's KV head, widened once for its query heads
       int64_t widened = -1;
       for (int64_t t = t0; t < t1; ++t) {
-        int64_t b = t / N, h = t % N, kh = h / group, c = b * NK + kh;
-        for (int64_t i = 0; i < S; ++i) {
-          float* row = qbuf.data() + i * H;
-          std::memcpy(row, qd + (b * S + i) * q_row + h * H, sizeof(float) * H);
-          if (rotary_) {
-            int64_t pos = position(b, i);
-            cached_attention::rotate(row, rot_dim, cosf.data() + pos * rot_dim / 2, sinf.data() + pos * rot_dim / 2, interleaved_);
+        const int64_t c = t / per_kv, b = c / NK, kh = c % NK;
+        const int64_t h0 = kh * group + (t % per_kv) * cached_attention::kGroupRows;
+        const int64_t heads = std::min<int64_t>(cached_attention::kGroupRows, (kh + 1) * group - h0);
+        // Query rows, head-major: row (g, i) of head h0 + g at (g * S + i) * H.
+        for (int64_t g = 0; g < heads; ++g)
+          for (int64_t i = 0; i < S; ++i) {
+            float* row = qbuf.data() + (g * S + i) * H;
+            std::memcpy(row, qd + (b * S + i) * q_row + (h0 + g) * H, sizeof(float) * H);
+            if (rotary_) {
+              int64_t pos = position(b, i);
+              cached_attention::rotate(row, rot_dim, cosf.data() + pos * rot_dim / 2, sinf.data() + pos * rot_dim / 2, interleaved_);
+            }
           }
-          // Row i sees keys up to itself (causal), the last local_window_size of them (itself
-          // included, as ONNX Runtime 1.30 counts), never past its sequence's total length
-          // (right padding of a batched prompt).
-          int64_t end = causal_ ? std::min(past_len[b] + i + 1, total_len[b]) : total_len[b];
-          hi[i] = end;
-          lo[i] = window_ > 0 ? std::max<int64_t>(0, past_len[b] + i + 1 - window_) : 0;
-        }
         cached_attention::Rows p{};
-        p.q = qbuf.data(), p.q_stride = H;
         if (cache_t == DType::kInt8) {
           p.k8 = reinterpret_cast<const int8_t*>(head_rows(pk_t, c)), p.v8 = reinterpret_cast<const int8_t*>(head_rows(pv_t, c));
           p.kv_stride = p.kv_stride_v = row_bytes;
@@ -293,17 +294,28 @@ class GroupQueryAttentionKernel final : public Kernel {
           p.k = pkey.data() + c * T * H, p.v = pval.data() + c * T * H;
           p.kv_stride = p.kv_stride_v = H;
         }
-        p.out = of.data() + b * S * N * H + h * H, p.out_stride = N * H;
-        p.lo = lo.data(), p.hi = hi.data();
-        if (bias_t) {
-          int64_t bb = bias_t->dim(0) == 1 ? 0 : b, bh = bias_t->dim(1) == 1 ? 0 : h;
-          p.bias = biasf.data() + ((bb * bias_t->dim(1) + bh) * S) * s.total, p.bias_stride = s.total;
-        }
-        p.sq = S, p.d = H, p.dv = H;
+        p.sq = heads, p.d = H, p.dv = H;
+        p.q_stride = S * H, p.out_stride = H;
         p.scale = scale, p.softcap = softcap_;
         p.has_sink = smooth_ || sink_t;
-        p.sink = sink_t ? sinkf.data()[h] : 0.f;
-        cached_attention::run(p, scratch.data());
+        p.sinks = sink_t ? sinkf.data() + h0 : nullptr;
+        p.lo = lo.data(), p.hi = hi.data();
+        for (int64_t i = 0; i < S; ++i) {
+          // Row i sees keys up to itself (causal), the last local_window_size of them (itself
+          // included, as ONNX Runtime 1.30 counts), never past its sequence's total length
+          // (right padding of a batched prompt). The same for every head.
+          std::fill(hi.begin(), hi.end(), causal_ ? std::min(past_len[b] + i + 1, total_len[b]) : total_len[b]);
+          std::fill(lo.begin(), lo.end(), window_ > 0 ? std::max<int64_t>(0, past_len[b] + i + 1 - window_) : 0);
+          p.q = qbuf.data() + i * H;
+          p.out = of.data() + (b * S + i) * N * H + h0 * H;
+          if (bias_t) {
+            const bool per_head = bias_t->dim(1) != 1;
+            const int64_t bb = bias_t->dim(0) == 1 ? 0 : b, bh = per_head ? h0 : 0;
+            p.bias = biasf.data() + ((bb * bias_t->dim(1) + bh) * S + i) * s.total;
+            p.bias_stride = per_head ? S * s.total : 0;
+          }
+          cached_attention::run(p, scratch.data());
+        }
       }
     });
     of.finish(), pkey.finish(), pval.finish();
