@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel.h"
 #include "kernels/cpu/nn/cached_attention.h"
 #include "kernel_run.h"
 
@@ -287,5 +288,46 @@ TEST(CachedAttention, RowKernelMatchesPlainTwin) {
     p.out = ref.data();
     ca::run_reference(p);
     for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref[i], 2e-5f * (1 + std::fabs(ref[i]))) << "trial " << trial;
+  }
+}
+
+// mminfer::CachedAttention's decode step over long caches: the same floats on one thread as on
+// two (each KV head's group runs on one thread either way), and the attention of a
+// double-precision reference.
+TEST(CachedAttention, LongDecodeStepIsTheSameOnOneAndTwoThreads) {
+  std::mt19937 rng(77);
+  struct Case {
+    int64_t B, Hkv, group, D, len;
+  };
+  for (const Case& c : {Case{1, 3, 3, 64, 700}, Case{1, 1, 4, 128, 1000}, Case{2, 1, 2, 40, 300}, Case{1, 3, 5, 64, 257}}) {
+    SCOPED_TRACE("B " + std::to_string(c.B) + " Hkv " + std::to_string(c.Hkv) + " group " + std::to_string(c.group));
+    const int64_t Hq = c.Hkv * c.group, T = c.len + 8;
+    Tensor q = random_tensor({c.B, Hq, 1, c.D}, rng), k = random_tensor({c.B, c.Hkv, 1, c.D}, rng);
+    Tensor v = random_tensor({c.B, c.Hkv, 1, c.D}, rng);
+    Tensor kc = random_tensor({c.B, c.Hkv, T, c.D}, rng), vc = random_tensor({c.B, c.Hkv, T, c.D}, rng);
+    Tensor lengths = Tensor::empty(DType::kInt64, {c.B});
+    for (int64_t b = 0; b < c.B; ++b) lengths.data<int64_t>()[b] = c.len - 11 * b;
+    Attributes a;
+    a.set("causal", int64_t{1});
+    std::vector<Tensor> outs[2];
+    for (int threads : {1, 2}) {
+      mminfer::ThreadScope scope(threads);
+      outs[threads - 1] = mminfer::testing::run_kernel("CachedAttention", "mminfer", 1, a, {&q, &k, &v, &kc, &vc, &lengths}, 1);
+    }
+    const Tensor &one = outs[0][0], &two = outs[1][0];
+    ASSERT_EQ(one.shape(), two.shape());
+    for (int64_t i = 0; i < one.numel(); ++i) ASSERT_EQ(one.data<float>()[i], two.data<float>()[i]) << "element " << i;
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t kh = h / c.group, n = lengths.data<int64_t>()[b] + 1;
+        std::vector<const float*> keys, values;
+        for (int64_t j = 0; j < n; ++j) {
+          keys.push_back(kc.data<float>() + ((b * c.Hkv + kh) * T + j) * c.D);
+          values.push_back(vc.data<float>() + ((b * c.Hkv + kh) * T + j) * c.D);
+        }
+        auto want = naive_head(q.data<float>() + (b * Hq + h) * c.D, keys, values, c.D, 1.0 / std::sqrt(double(c.D)), 0);
+        for (int64_t x = 0; x < c.D; ++x)
+          ASSERT_NEAR(one.data<float>()[(b * Hq + h) * c.D + x], want[static_cast<size_t>(x)], 2e-5) << "b" << b << " head " << h;
+      }
   }
 }
