@@ -2,15 +2,14 @@
 // operations. Each ISA's file defines its Ops and includes this; everything here has internal
 // linkage, so the copies built with different instruction sets never meet at link time.
 //
-// Ops provides: V (a float vector), kWidth (its lanes), zero, load, store, set1, fmadd,
-// widen(p) (kWidth int8 codes as floats) and ymm(v) (v folded to 8 lanes, the summing order
-// the AVX2 reduction below starts from).
+// Ops provides: V (a float vector), kWidth (its lanes), zero, load(p), store(p, v), set1, fmadd,
+// widen(p) (kWidth int8 codes as floats), sum(v) and sum4(a, b, c, d) (the four vectors' sums as
+// one __m128), both folding to 8 lanes first so that the twins sum in the same order.
 #include <immintrin.h>
 
 #include <cstdint>
 
 #include "core/int8_rows.h"
-#include "kernels/cpu/common/vector_math.h"
 #include "kernels/cpu/nn/cached_attention_int8.h"
 
 namespace mminfer::kernels::cached_attention {
@@ -39,7 +38,7 @@ void int8_scores(const float* q, const int8_t* k, int64_t stride, int64_t n, int
       a3 = Ops::fmadd(qv, Ops::widen(r + 3 * stride + c), a3);
     }
     alignas(16) float four[4];
-    _mm_store_ps(four, vmath::sum4(Ops::ymm(a0), Ops::ymm(a1), Ops::ymm(a2), Ops::ymm(a3)));
+    _mm_store_ps(four, Ops::sum4(a0, a1, a2, a3));
     for (int i = 0; i < 4; ++i) {
       const int8_t* row = r + i * stride;
       s[j + i] = (four[i] + tail_dot(q, row, body, d)) * int8_rows::scale_of(row, d);
@@ -49,7 +48,7 @@ void int8_scores(const float* q, const int8_t* k, int64_t stride, int64_t n, int
     const int8_t* row = k + j * stride;
     V a = Ops::zero();
     for (int64_t c = 0; c < body; c += Ops::kWidth) a = Ops::fmadd(Ops::load(q + c), Ops::widen(row + c), a);
-    s[j] = (vmath::hsum(Ops::ymm(a)) + tail_dot(q, row, body, d)) * int8_rows::scale_of(row, d);
+    s[j] = (Ops::sum(a) + tail_dot(q, row, body, d)) * int8_rows::scale_of(row, d);
   }
 }
 
