@@ -14,7 +14,7 @@
 #include "core/half.h"
 #include "core/int8_rows.h"
 #include "kernels/cpu/nn/cached_attention.h"
-#include "kernels/cpu/nn/cached_attention_int8.h"
+#include "kernels/cpu/nn/cached_attention_loops.h"
 #include "kernel_run.h"
 
 using mminfer::Attributes;

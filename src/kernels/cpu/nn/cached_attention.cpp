@@ -11,12 +11,25 @@
 #include "core/cpu_features.h"
 #include "core/int8_rows.h"
 #include "kernels/cpu/common/vector_math.h"
-#include "kernels/cpu/nn/cached_attention_group.h"
-#include "kernels/cpu/nn/cached_attention_int8.h"
+#include "kernels/cpu/nn/cached_attention_loops.h"
 
 namespace mminfer::kernels::cached_attention {
 
 namespace {
+
+// The twin of each loop this CPU runs (cpu_features(), capped by MMINFER_ISA), chosen once.
+struct Loops {
+  decltype(&int8_scores_avx2) int8_scores;
+  decltype(&int8_accumulate_avx2) int8_accumulate;
+  decltype(&group_scores_avx2) group_scores;
+  decltype(&group_values_avx2) group_values;
+};
+const Loops& loops() {
+  static const Loops chosen = cpu_features().avx512f
+                                  ? Loops{int8_scores_avx512, int8_accumulate_avx512, group_scores_avx512, group_values_avx512}
+                                  : Loops{int8_scores_avx2, int8_accumulate_avx2, group_scores_avx2, group_values_avx2};
+  return chosen;
+}
 
 float sink_of(const Rows& p, int64_t i) { return p.sinks ? p.sinks[i] : p.sink; }
 
@@ -67,13 +80,11 @@ void run_int8_row(const Rows& p, int64_t i, float* scratch) {
   if (hi <= lo) return;
   const float* q = p.q + i * p.q_stride;
   const int8_t* k = p.k8 + lo * p.kv_stride;
-  if (int8_uses_avx512()) int8_scores_avx512(q, k, p.kv_stride, hi - lo, p.d, scratch);
-  else int8_scores_avx2(q, k, p.kv_stride, hi - lo, p.d, scratch);
+  loops().int8_scores(q, k, p.kv_stride, hi - lo, p.d, scratch);
   finish_logits(p, i, lo, hi, scratch);
   softmax(scratch, hi - lo, p.has_sink, sink_of(p, i));
   const int8_t* v = p.v8 + lo * p.kv_stride_v;
-  if (int8_uses_avx512()) int8_accumulate_avx512(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
-  else int8_accumulate_avx2(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
+  loops().int8_accumulate(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
 }
 
 // Rows [i, i + rows) share the keys [lo, hi), lo < hi: one pass over the keys and one over the
@@ -83,24 +94,17 @@ void run_group(const Rows& p, int64_t i, int rows, float* scratch) {
   const float* q[kGroupRows];
   float* out[kGroupRows];
   for (int r = 0; r < rows; ++r) q[r] = p.q + (i + r) * p.q_stride, out[r] = p.out + (i + r) * p.out_stride;
-  if (groups_use_avx512()) group_scores_avx512(q, rows, p.k + lo * p.kv_stride, p.kv_stride, n, p.d, scratch, n);
-  else group_scores_avx2(q, rows, p.k + lo * p.kv_stride, p.kv_stride, n, p.d, scratch, n);
+  loops().group_scores(q, rows, p.k + lo * p.kv_stride, p.kv_stride, n, p.d, scratch, n);
   for (int r = 0; r < rows; ++r) {
     finish_logits(p, i + r, lo, lo + n, scratch + r * n);
     softmax(scratch + r * n, n, p.has_sink, sink_of(p, i + r));
   }
-  if (groups_use_avx512()) group_values_avx512(scratch, n, rows, p.v + lo * p.kv_stride_v, p.kv_stride_v, n, p.dv, out);
-  else group_values_avx2(scratch, n, rows, p.v + lo * p.kv_stride_v, p.kv_stride_v, n, p.dv, out);
+  loops().group_values(scratch, n, rows, p.v + lo * p.kv_stride_v, p.kv_stride_v, n, p.dv, out);
 }
 
 }  // namespace
 
 int64_t scratch_floats(int64_t t) { return kGroupRows * t; }
-
-bool groups_use_avx512() {
-  static const bool avx512 = cpu_features().avx512f;
-  return avx512;
-}
 
 void run(const Rows& p, float* scratch) {
   for (int64_t i = 0; i < p.sq;) {

@@ -30,7 +30,7 @@ struct Rows {
 };
 
 // Consecutive rows with the same key range run together, up to kGroupRows at a time
-// (cached_attention_group.h), so callers pass the rows that share keys as one Rows.
+// (cached_attention_loops.h), so callers pass the rows that share keys as one Rows.
 constexpr int kGroupRows = 4;
 // scratch: at least scratch_floats(t) floats (t: the largest hi). A row that sees no key gets zeros.
 void run(const Rows& p, float* scratch);

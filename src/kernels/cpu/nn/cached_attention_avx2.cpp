@@ -1,7 +1,6 @@
 // AVX2 ops for the loops of cached attention: over an INT8 cache (cached_attention_int8_body.h,
 // 8 codes per load) and for rows that share their keys (cached_attention_group_body.h, 8 floats
 // per vector).
-#include "core/cpu_features.h"
 #include "kernels/cpu/common/vector_math.h"
 #include "kernels/cpu/nn/cached_attention_group_body.h"
 #include "kernels/cpu/nn/cached_attention_int8_body.h"
@@ -49,11 +48,6 @@ void group_scores_avx2(const float* const* q, int rows, const float* k, int64_t 
 void group_values_avx2(const float* w, int64_t ldw, int rows, const float* v, int64_t stride, int64_t n, int64_t dv,
                        float* const* out) {
   group_values<Avx2Ops>(w, ldw, rows, v, stride, n, dv, out);
-}
-
-bool int8_uses_avx512() {
-  static const bool avx512 = cpu_features().avx512f;
-  return avx512;
 }
 
 }  // namespace mminfer::kernels::cached_attention

@@ -1,4 +1,4 @@
-// The loops of cached_attention_group.h, written once over an ISA's operations. Each ISA's file
+// The shared-key loops of cached_attention_loops.h, written once over an ISA's operations. Each ISA's file
 // defines its Ops and includes this; everything here has internal linkage, so the copies built
 // with different instruction sets never meet at link time.
 //
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/nn/cached_attention_group.h"
+#include "kernels/cpu/nn/cached_attention_loops.h"
 
 namespace mminfer::kernels::cached_attention {
 namespace {

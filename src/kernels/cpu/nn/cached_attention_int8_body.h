@@ -1,4 +1,4 @@
-// The INT8-cache loops of cached attention (cached_attention_int8.h), written once over an ISA's
+// The INT8-cache loops of cached attention (cached_attention_loops.h), written once over an ISA's
 // operations. Each ISA's file defines its Ops and includes this; everything here has internal
 // linkage, so the copies built with different instruction sets never meet at link time.
 //
@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "core/int8_rows.h"
-#include "kernels/cpu/nn/cached_attention_int8.h"
+#include "kernels/cpu/nn/cached_attention_loops.h"
 
 namespace mminfer::kernels::cached_attention {
 namespace {
