@@ -1,6 +1,6 @@
-// The shared-key loops of cached_attention_loops.h, written once over an ISA's operations. Each ISA's file
-// defines its Ops and includes this; everything here has internal linkage, so the copies built
-// with different instruction sets never meet at link time.
+// The shared-key loops of cached_attention_loops.h, written once over an ISA's operations. Each
+// ISA's file defines its Ops and includes this; everything here has internal linkage, so the
+// copies built with different instruction sets never meet at link time.
 //
 // Ops provides: V (a float vector), kWidth (its lanes), zero(), load(p, left) (min(left, kWidth)
 // floats, the rest zero: a plain load when all are there, since a masked load that misses the
