@@ -61,6 +61,101 @@ std::string error_json(std::string_view message) {
 
 }  // namespace
 
+// The connection's side of a ResponseStream. Callbacks and hooks are destroyed and run outside
+// the stream's lock: what they hold may call back into the stream.
+struct ResponseStreamAccess {
+  // Hooks a connection up: `wake` announces pieces; `first` goes before those already queued.
+  // False when the stream has closed already (the server stopped).
+  static bool attach(ResponseStream& s, std::function<void()> wake, std::string first) {
+    std::lock_guard lock(s.mutex_);
+    if (s.detached_) return false;
+    if (!first.empty()) s.pieces_.push_front(std::move(first));
+    s.wake_ = std::move(wake);
+    s.woken_ = false;
+    return true;
+  }
+
+  struct Next {
+    std::string data;
+    bool last = false;  // ended and drained: write the last chunk
+  };
+  // The queued pieces joined, up to about `limit` bytes (fewer writes for a fast producer), or
+  // `last`; nullopt while there is nothing to send.
+  static std::optional<Next> take(ResponseStream& s, size_t limit) {
+    std::lock_guard lock(s.mutex_);
+    s.woken_ = false;
+    if (s.pieces_.empty()) return s.ended_ ? std::optional<Next>(Next{{}, true}) : std::nullopt;
+    Next next{std::move(s.pieces_.front()), false};
+    s.pieces_.pop_front();
+    while (!s.pieces_.empty() && next.data.size() + s.pieces_.front().size() <= limit) {
+      next.data += s.pieces_.front();
+      s.pieces_.pop_front();
+    }
+    return next;
+  }
+
+  // Closed before completing (client gone, server stopped, HEAD): runs the callbacks, once.
+  static void close(ResponseStream& s) { detach(s, true); }
+  // Completed: the callbacks will never run, so drop them (and whatever they hold).
+  static void complete(ResponseStream& s) { detach(s, false); }
+
+ private:
+  static void detach(ResponseStream& s, bool closed) {
+    std::vector<std::function<void()>> callbacks;
+    std::function<void()> wake;
+    {
+      std::lock_guard lock(s.mutex_);
+      if (s.detached_) return;
+      s.detached_ = true;
+      s.closed_ = closed;
+      s.pieces_.clear();
+      callbacks.swap(s.on_close_);
+      wake.swap(s.wake_);
+    }
+    if (closed)
+      for (auto& f : callbacks) f();
+  }
+};
+
+void ResponseStream::wake_locked() {
+  if (wake_ && !woken_) {
+    woken_ = true;
+    wake_();  // only posts, so it may run under the lock
+  }
+}
+
+bool ResponseStream::write(std::string piece) {
+  std::lock_guard lock(mutex_);
+  if (detached_ || ended_) return false;
+  if (piece.empty()) return true;  // an empty chunk would end the body
+  pieces_.push_back(std::move(piece));
+  wake_locked();
+  return true;
+}
+
+void ResponseStream::end() {
+  std::lock_guard lock(mutex_);
+  if (detached_ || ended_) return;
+  ended_ = true;
+  wake_locked();
+}
+
+bool ResponseStream::closed() const {
+  std::lock_guard lock(mutex_);
+  return closed_;
+}
+
+void ResponseStream::on_close(std::function<void()> f) {
+  std::unique_lock lock(mutex_);
+  if (!detached_) {
+    on_close_.push_back(std::move(f));
+    return;
+  }
+  bool run = closed_;
+  lock.unlock();
+  if (run) f();
+}
+
 struct HttpServer::Impl {
   // Declared before the io_context so they outlive the handlers it destroys.
   HttpOptions options;
@@ -71,6 +166,11 @@ struct HttpServer::Impl {
   std::mutex clients_mutex;
   std::unordered_map<std::string, size_t> per_client;  // open connections by client address
   std::optional<net::ssl::context> tls;  // https when set
+  // Streamed answers not yet over, so that stop() can close them (the producers' cue) even where
+  // their connection never runs again; a stream replied after that closes at once.
+  std::mutex streams_mutex;
+  std::unordered_map<ResponseStream*, std::weak_ptr<ResponseStream>> streams;
+  bool streams_closed = false;
   net::io_context ioc;
   tcp::acceptor acceptor;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -90,6 +190,31 @@ struct HttpServer::Impl {
   void leave(const std::string& address) {
     std::lock_guard lock(clients_mutex);
     if (auto it = per_client.find(address); it != per_client.end() && --it->second == 0) per_client.erase(it);
+  }
+  void track(const std::shared_ptr<ResponseStream>& s) {
+    {
+      std::lock_guard lock(streams_mutex);
+      if (!streams_closed) {
+        streams[s.get()] = s;
+        return;
+      }
+    }
+    ResponseStreamAccess::close(*s);
+  }
+  void untrack(ResponseStream* s) {
+    std::lock_guard lock(streams_mutex);
+    streams.erase(s);
+  }
+  void close_streams() {
+    std::vector<std::shared_ptr<ResponseStream>> open;
+    {
+      std::lock_guard lock(streams_mutex);
+      streams_closed = true;
+      for (auto& [key, weak] : streams)
+        if (auto s = weak.lock()) open.push_back(std::move(s));
+      streams.clear();
+    }
+    for (auto& s : open) ResponseStreamAccess::close(*s);
   }
 };
 
@@ -126,6 +251,10 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     client_connections_ = server_.enter(address_);
   }
   ~Connection() {
+    if (out_) {  // the server went away mid-stream (stop() has closed it already)
+      server_.untrack(out_.get());
+      ResponseStreamAccess::close(*out_);
+    }
     server_.leave(address_);
     --server_.connections;
   }
@@ -245,6 +374,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
     head_ = req.method() == http::verb::head;
+    version_ = req.version();
     HttpRequest r;
     r.method = std::string(req.method_string());
     std::string_view target(req.target().data(), req.target().size());
@@ -261,6 +391,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     auto answered = std::make_shared<std::atomic<bool>>(false);
     Reply reply = [self = this->shared_from_this(), answered](HttpResponse res) {
       if (answered->exchange(true)) return;  // a handler answers once
+      if (res.stream) self->server_.track(res.stream);
       net::post(self->stream_.get_executor(),
                 [self, res = std::move(res)]() mutable { self->write(std::move(res), true); });
     };
@@ -272,6 +403,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   }
 
   void write(HttpResponse res, bool counted) {
+    if (res.stream) return write_stream(std::move(res), counted);
     // Answers of our own (not the handler's) to a request whose request line was read.
     if (!counted && server_.shape_error && parser_ && !parser_->get().target().empty()) {
       std::string_view target(parser_->get().target().data(), parser_->get().target().size());
@@ -292,6 +424,126 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       if (ec || !keep) return self->close();
       self->wait_for_request();
     });
+  }
+
+  // A streamed answer: the headers with chunked coding, then a chunk for each piece as the
+  // producer writes it, then the last chunk. One write at a time; a read stays pending meanwhile
+  // so that a client that leaves is noticed even while the producer is quiet.
+  void write_stream(HttpResponse res, bool counted) {
+    out_ = std::move(res.stream);
+    out_counted_ = counted;
+    streaming_ = true;
+    bool body = !head_ && res.status >= 200 && res.status != 204 && res.status != 304;
+    chunked_ = version_ >= 11;  // HTTP/1.0 has no chunks: the body ends where the connection does
+    out_keep_ = keep_alive_ && chunked_;
+    auto msg = std::make_shared<http::response<http::empty_body>>(static_cast<http::status>(res.status), 11);
+    msg->set(http::field::server, "mminfer");
+    msg->set(http::field::content_type, res.content_type);
+    for (const auto& [k, v] : res.headers) msg->set(k, v);
+    msg->keep_alive(out_keep_ && server_.accepting);
+    if (chunked_ && (body || head_)) msg->chunked(true);  // HEAD: the GET answer's headers
+    // Weakly held: a producer that never ends must not keep a closed connection alive.
+    auto wake = [weak = this->weak_from_this(), ex = stream_.get_executor()] {
+      if (auto self = weak.lock()) net::post(ex, [self] { self->pump(); });
+    };
+    if (!ResponseStreamAccess::attach(*out_, std::move(wake), body ? std::move(res.body) : std::string()))
+      return client_gone();  // closed by stop() on its way here
+    auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*msg);
+    writing_ = true;
+    tcp_layer().expires_after(std::chrono::seconds(60));
+    http::async_write_header(stream_, *sr, [self = this->shared_from_this(), msg, sr, body](beast::error_code ec, size_t) {
+      self->writing_ = false;
+      if (!self->streaming_) return;
+      if (ec) return self->client_gone();
+      self->tcp_layer().expires_never();  // the pending read must not time out while the producer thinks
+      if (!body) {
+        ResponseStreamAccess::close(*self->out_);  // nobody reads it: the producer may stop
+        return self->end_stream();
+      }
+      self->watch();
+      self->pump();
+    });
+  }
+
+  // Sends what the producer has written, if no write is under way.
+  void pump() {
+    if (!streaming_ || writing_) return;
+    auto next = ResponseStreamAccess::take(*out_, 64 * 1024);
+    if (!next) return;
+    if (next->last && !chunked_) return end_stream();
+    writing_ = true;
+    tcp_layer().expires_after(std::chrono::seconds(60));  // per write: a stream may last minutes
+    auto data = std::make_shared<std::string>(std::move(next->data));
+    auto done = [self = this->shared_from_this(), data, last = next->last](beast::error_code ec, size_t) {
+      self->writing_ = false;
+      if (!self->streaming_) return;
+      if (ec) return self->client_gone();
+      if (last) return self->end_stream();
+      self->pump();
+    };
+    if (next->last)
+      net::async_write(stream_, http::make_chunk_last(), std::move(done));
+    else if (chunked_)
+      net::async_write(stream_, http::make_chunk(net::buffer(*data)), std::move(done));
+    else
+      net::async_write(stream_, net::buffer(*data), std::move(done));
+  }
+
+  // The read that watches for the client leaving mid-stream; while the producer is quiet it is
+  // also what holds the connection. What it reads is kept as the start of the next request
+  // (within reason), so it never stalls the stream.
+  void watch() {
+    watching_ = true;
+    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+      self->watching_ = false;
+      if (!ec) self->buffer_.commit(n);
+      if (self->streaming_) {
+        if (ec) return self->client_gone();
+        if (self->buffer_.size() > 64 * 1024) {  // not a client waiting for its answer: drop it after
+          self->buffer_.consume(self->buffer_.size());
+          self->out_keep_ = false;
+        }
+        return self->watch();
+      }
+      // The stream completed and cancelled this read (or data raced the cancel): carry on.
+      After after = std::exchange(self->after_watch_, After::nothing);
+      if (after == After::next_request && (!ec || ec == net::error::operation_aborted)) return self->wait_for_request();
+      if (after != After::nothing) self->close();
+    });
+  }
+
+  // The response completed (or had no body): on with the keep-alive cycle as after any answer.
+  void end_stream() {
+    streaming_ = false;
+    ResponseStreamAccess::complete(*out_);
+    server_.untrack(out_.get());
+    out_.reset();
+    count_answered();
+    bool keep = out_keep_ && server_.accepting;
+    if (watching_) {  // a read cannot wait for the next request while this one is pending
+      after_watch_ = keep ? After::next_request : After::close;
+      beast::error_code ec;
+      tcp_layer().socket().cancel(ec);
+      return;
+    }
+    if (!keep) return close();
+    wait_for_request();
+  }
+
+  // The client went away mid-stream (or the server stopped): close, and cue the producer.
+  void client_gone() {
+    if (!streaming_) return;
+    streaming_ = false;
+    after_watch_ = After::nothing;
+    std::shared_ptr<ResponseStream> out = std::move(out_);
+    server_.untrack(out.get());
+    count_answered();
+    close_socket();
+    ResponseStreamAccess::close(*out);  // last: its callbacks run on this I/O thread
+  }
+
+  void count_answered() {
+    if (std::exchange(out_counted_, false)) --server_.in_flight;
   }
 
   void close() {
@@ -323,10 +575,26 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   bool served_ = false;  // a request has been read: later waits are keep-alive idle time
   bool keep_alive_ = false;
   bool head_ = false;  // the request being answered is HEAD
+  unsigned version_ = 11;  // of the request being answered: 10 or 11
+
+  // A streamed answer under way (all on the connection's executor).
+  enum class After { nothing, next_request, close };  // when the watching read ends after the stream
+  std::shared_ptr<ResponseStream> out_;
+  bool streaming_ = false;
+  bool out_counted_ = false;  // its request is still counted in flight
+  bool out_keep_ = false;
+  bool chunked_ = true;
+  bool writing_ = false;
+  bool watching_ = false;
+  After after_watch_ = After::nothing;
 };
 
 template <class Stream, class... ContextArg>
 void admit(HttpServer::Impl& server, tcp::socket socket, ContextArg&... tls) {
+  // Streamed answers are many small writes: without this, Nagle holds each behind the client's
+  // delayed ACK (40 ms a token).
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
   auto conn = std::make_shared<Connection<Stream>>(server, std::move(socket), tls...);
   if (server.connections > server.options.max_connections)
     conn->refuse(503, "the server holds its maximum of " + std::to_string(server.options.max_connections) + " connections");
@@ -419,6 +687,7 @@ void HttpServer::stop() {
   for (auto& t : s.threads)
     if (t.joinable()) t.join();
   s.threads.clear();
+  s.close_streams();  // their connections never run again: cue the producers from here
 }
 
 bool HttpServer::tls() const { return impl_->tls.has_value(); }

@@ -1,11 +1,14 @@
 // HTTP/1.1 server with keep-alive on Boost.Beast. Requests are handed to a Handler together
 // with a Reply callback that may be called later from any thread (inference runs on the
-// scheduler's workers, not on the I/O threads). Beast stays inside http_server.cpp.
+// scheduler's workers, not on the I/O threads). An answer may also be streamed in pieces
+// (ResponseStream). Beast stays inside http_server.cpp.
 #pragma once
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,11 +29,49 @@ struct HttpRequest {
   std::string_view header(std::string_view name) const;
 };
 
+// The body of an answer written in pieces as it is made (server-sent events): the handler
+// replies with an HttpResponse whose `stream` is set (its `body`, if any, is the first piece),
+// then writes pieces from any thread and ends it. The client gets them with chunked transfer
+// coding (HTTP/1.0 clients: until the connection closes). Thread-safe.
+class ResponseStream {
+ public:
+  // Queues a piece for the client; false (and the piece dropped) once the client has gone or
+  // after end(). An empty piece is skipped.
+  bool write(std::string piece);
+  void end();  // no more pieces; the response completes after the queued ones
+  // The client went away (its connection closed or a write failed), the server stopped, or the
+  // request was HEAD (nobody reads the body).
+  bool closed() const;
+  // `f` runs once, on an I/O thread, when the stream closes before the response completed (or
+  // at once, on the caller's thread, if it already has; on stop()'s thread when the server
+  // stops): the producer's cue to stop its work. Several may be set; none runs, and each is
+  // dropped, once the response completed.
+  void on_close(std::function<void()> f);
+
+ private:
+  friend struct ResponseStreamAccess;  // the connection's side, in http_server.cpp
+  void wake_locked();
+
+  mutable std::mutex mutex_;
+  std::deque<std::string> pieces_;  // written, not yet taken by the connection
+  bool ended_ = false;
+  bool closed_ = false;
+  bool detached_ = false;  // the connection is done with it (completed or closed)
+  bool woken_ = false;     // a wake-up is on its way to the connection
+  std::vector<std::function<void()>> on_close_;
+  // Installed by the connection: posts a drain to its executor. Holds the connection weakly, so
+  // a producer that never ends keeps no closed connection alive.
+  std::function<void()> wake_;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers (Retry-After, ...)
+  // Set: the answer is streamed (see ResponseStream). Initialised so that brace-initialised
+  // answers without it draw no missing-initializer warning.
+  std::shared_ptr<ResponseStream> stream = nullptr;
 };
 
 using Reply = std::function<void(HttpResponse)>;
@@ -72,9 +113,10 @@ class HttpServer {
   void start();           // runs the I/O threads; returns at once
   void shape_errors(ErrorShaper shaper);  // before start()
   void stop_accepting();  // new connections are refused; open ones finish their request
-  void stop();            // closes every connection and joins the I/O threads
+  void stop();            // closes every connection and open ResponseStream, joins the I/O threads
   size_t open_connections() const;
-  size_t requests_in_flight() const;  // handed to the handler and not yet answered
+  // Handed to the handler and not yet answered (a streamed answer: not yet completed).
+  size_t requests_in_flight() const;
 
   struct Impl;  // Beast's side, in http_server.cpp
 
