@@ -1,0 +1,225 @@
+// Continuous batching against torch and against the one-request loop: sequences that join and
+// leave a shared batch, prefilled in chunks, make exactly the tokens they make alone (greedy:
+// torch's; sampled: generate::decode's for the same seed); cancellation frees the row; a full
+// queue refuses; a prompt without room is an error.
+#include "generate/continuous_batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <future>
+
+#include <nlohmann/json.hpp>
+
+namespace mminfer {
+namespace {
+
+using namespace std::chrono_literals;
+using generate::ContinuousBatcher;
+using generate::GenerationJob;
+using generate::JobResult;
+using generate::TokenId;
+
+const std::string kModels = MMINFER_GENERATIVE_MODELS;
+const std::string kLlama = kModels + "/llama-tiny/model.onnx";
+
+nlohmann::json llama_reference() {
+  std::ifstream in(kModels + "/llama-tiny/reference/reference.json");
+  return nlohmann::json::parse(in);
+}
+
+std::string fake_text(std::span<const TokenId> ids) { return std::string(ids.size(), 'x'); }
+
+runtime::CachedDecoder& llama() {
+  static runtime::CachedDecoder decoder = [] {
+    SessionOptions options;
+    options.threads = 2;
+    return runtime::CachedDecoder(kLlama, options);
+  }();
+  return decoder;
+}
+
+// Submits a job and hands back its result when it is done.
+std::future<JobResult> submit(ContinuousBatcher& batcher, GenerationJob job) {
+  auto done = std::make_shared<std::promise<JobResult>>();
+  std::future<JobResult> f = done->get_future();
+  job.on_done = [done](JobResult r) { done->set_value(std::move(r)); };
+  EXPECT_TRUE(batcher.submit(std::move(job)));
+  return f;
+}
+
+JobResult wait(std::future<JobResult>& f) {
+  EXPECT_EQ(f.wait_for(120s), std::future_status::ready);
+  return f.get();
+}
+
+TEST(ContinuousBatcherOnModels, GreedyTokensAreTorchsWhateverJoinsTheBatch) {
+  const auto ref = llama_reference();
+  std::vector<std::vector<TokenId>> prompts, want;
+  for (const auto& c : ref["cases"]) {
+    auto p = c["prompt_ids"].get<std::vector<std::vector<TokenId>>>();
+    auto t = c["tokens"].get<std::vector<std::vector<TokenId>>>();
+    prompts.insert(prompts.end(), p.begin(), p.end());
+    want.insert(want.end(), t.begin(), t.end());
+  }
+  ASSERT_GE(prompts.size(), 4u);
+  generate::BatcherOptions options;
+  options.max_sequences = 3;  // the fourth waits for a row
+  options.context = 128;
+  options.prefill_chunk = 7;  // every prompt takes several chunks between steps
+  ContinuousBatcher batcher(llama(), fake_text, options);
+  std::vector<std::future<JobResult>> results;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationJob job;
+    job.prompt = prompts[i];
+    // Different lengths, so sequences leave the batch at different steps and rows move.
+    job.config.max_new_tokens = i == 0 ? 64 : std::min<size_t>(64, 20 + 13 * i);
+    results.push_back(submit(batcher, std::move(job)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 * i));  // joins at varied steps
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    JobResult r = wait(results[i]);
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    const size_t n = i == 0 ? 64 : std::min<size_t>(64, 20 + 13 * i);
+    ASSERT_EQ(r.sequence.tokens.size(), n) << "prompt " << i;
+    EXPECT_EQ(r.sequence.tokens, std::vector<TokenId>(want[i].begin(), want[i].begin() + n)) << "prompt " << i;
+    EXPECT_EQ(r.sequence.reason, generate::StopReason::kMaxNewTokens);
+    EXPECT_EQ(r.prompt_tokens, prompts[i].size());
+    EXPECT_GT(r.first_token_ms, 0);
+  }
+  EXPECT_EQ(batcher.running(), 0u);
+  EXPECT_GT(batcher.steps(), 0u);
+  EXPECT_LT(batcher.steps(), 64u * prompts.size());  // they shared steps
+}
+
+TEST(ContinuousBatcherOnModels, SampledTokensAreTheOneRequestLoopsForTheSameSeed) {
+  const auto ref = llama_reference();
+  auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();
+  auto other = ref["cases"][1]["prompt_ids"][1].get<std::vector<TokenId>>();
+  generate::GenerationConfig sampled;
+  sampled.do_sample = true;
+  sampled.temperature = 1.5f;
+  sampled.top_p = 0.9f;
+  sampled.max_new_tokens = 40;
+  std::vector<std::vector<TokenId>> alone;
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    generate::DecodeRequest request;
+    request.prompts = {prompt};
+    request.config = sampled;
+    request.seed = seed;
+    generate::DecoderOnlyModel model(llama());
+    alone.push_back(generate::decode(model, request, fake_text).at(0).tokens);
+  }
+  EXPECT_NE(alone[0], alone[1]);  // the seed matters
+
+  generate::BatcherOptions options;
+  options.context = 96;
+  ContinuousBatcher batcher(llama(), fake_text, options);
+  std::vector<std::future<JobResult>> results;
+  for (int i = 0; i < 6; ++i) {  // sampled jobs between greedy ones on another prompt
+    GenerationJob job;
+    job.prompt = i % 2 ? other : prompt;
+    if (i % 2 == 0) job.config = sampled, job.seed = 1 + i / 2;
+    else job.config.max_new_tokens = 10 * i;
+    results.push_back(submit(batcher, std::move(job)));
+  }
+  for (int i = 0; i < 6; i += 2) EXPECT_EQ(wait(results[i]).sequence.tokens, alone[i / 2]) << "seed " << 1 + i / 2;
+  for (int i = 1; i < 6; i += 2) EXPECT_EQ(wait(results[i]).sequence.tokens.size(), 10u * i);
+}
+
+TEST(ContinuousBatcherOnModels, CancelledSequenceFreesItsRowAndOthersGoOn) {
+  const auto ref = llama_reference();
+  auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();
+  auto want = ref["cases"][0]["tokens"][0].get<std::vector<TokenId>>();
+  generate::BatcherOptions options;
+  options.max_sequences = 2;
+  options.context = 128;
+  ContinuousBatcher batcher(llama(), fake_text, options);
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  GenerationJob doomed;
+  doomed.prompt = prompt;
+  doomed.config.max_new_tokens = 64;
+  doomed.cancelled = cancel;
+  doomed.on_text = [cancel, n = 0](TokenId, std::string_view) mutable {
+    if (++n == 5) cancel->store(true);  // the client goes away after 5 tokens
+  };
+  auto gone = submit(batcher, std::move(doomed));
+  GenerationJob kept;
+  kept.prompt = prompt;
+  kept.config.max_new_tokens = 64;
+  auto stays = submit(batcher, std::move(kept));
+  GenerationJob late;  // needs the cancelled sequence's row
+  late.prompt = prompt;
+  late.config.max_new_tokens = 30;
+  auto joins = submit(batcher, std::move(late));
+  JobResult r = wait(gone);
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_GE(r.sequence.tokens.size(), 5u);
+  EXPECT_LE(r.sequence.tokens.size(), 6u);  // ended at the next step
+  EXPECT_EQ(wait(stays).sequence.tokens, want);
+  EXPECT_EQ(wait(joins).sequence.tokens, std::vector<TokenId>(want.begin(), want.begin() + 30));
+  EXPECT_EQ(batcher.running(), 0u);
+}
+
+TEST(ContinuousBatcherOnModels, FullQueueRefusesAndBadJobsThrow) {
+  const auto ref = llama_reference();
+  auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();
+  generate::BatcherOptions options;
+  options.max_sequences = 1;
+  options.max_waiting = 1;
+  options.context = 40;
+  ContinuousBatcher batcher(llama(), fake_text, options);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> holding;
+  GenerationJob first;
+  first.prompt = prompt;
+  first.config.max_new_tokens = 3;
+  first.on_text = [&, n = 0](TokenId, std::string_view) mutable {
+    if (n++ == 0) holding.set_value(), released.wait();  // holds the batcher's thread
+  };
+  auto a = submit(batcher, std::move(first));
+  holding.get_future().wait();
+  GenerationJob second;
+  second.prompt = prompt;
+  second.config.max_new_tokens = 2;
+  auto b = submit(batcher, std::move(second));  // waits
+  GenerationJob third;
+  third.prompt = prompt;
+  third.config.max_new_tokens = 2;
+  EXPECT_FALSE(batcher.submit(std::move(third)));  // over max_waiting
+  EXPECT_EQ(batcher.waiting(), 1u);
+  release.set_value();
+  EXPECT_EQ(wait(a).sequence.tokens.size(), 3u);
+  EXPECT_EQ(wait(b).sequence.tokens.size(), 2u);
+
+  GenerationJob empty;
+  EXPECT_THROW(batcher.submit(std::move(empty)), Error);
+  GenerationJob too_long;
+  too_long.prompt.assign(40, prompt[0]);
+  try {
+    batcher.submit(std::move(too_long));
+    ADD_FAILURE() << "a prompt as long as the context was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("context is 40 positions"), std::string::npos) << e.what();
+  }
+  GenerationJob beams;
+  beams.prompt = prompt;
+  beams.config.num_beams = 2;
+  EXPECT_THROW(batcher.submit(std::move(beams)), Error);
+  GenerationJob no_room;  // generation_config's max_length below the prompt
+  no_room.prompt = prompt;
+  no_room.config.max_length = prompt.size();
+  EXPECT_THROW(batcher.submit(std::move(no_room)), std::invalid_argument);
+  // A sequence at the context's end stops there.
+  GenerationJob fills;
+  fills.prompt = prompt;
+  fills.config.max_new_tokens = 100;
+  auto c = submit(batcher, std::move(fills));
+  JobResult r = wait(c);
+  EXPECT_EQ(r.sequence.tokens.size(), 40u - prompt.size() + 1);
+  EXPECT_EQ(r.sequence.reason, generate::StopReason::kFinished);  // as generate::decode reports it
+}
+
+}  // namespace
+}  // namespace mminfer
