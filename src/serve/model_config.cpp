@@ -61,6 +61,20 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& p
       c.limits.max_image_pixels = integer(v, path, "max_image_pixels", 1, int64_t{1} << 40);
     } else if (key == "max_text_bytes") {
       c.limits.max_text_bytes = static_cast<size_t>(integer(v, path, "max_text_bytes", 1, int64_t{1} << 32));
+    } else if (key == "max_sequences") {
+      c.generation.max_sequences = integer(v, path, "max_sequences", 1, 4096);
+    } else if (key == "context") {
+      c.generation.context = integer(v, path, "context", 2, int64_t{1} << 24);
+    } else if (key == "prefill_chunk") {
+      c.generation.prefill_chunk = integer(v, path, "prefill_chunk", 1, int64_t{1} << 20);
+    } else if (key == "kv_cache_bytes") {
+      c.generation.kv_cache_bytes = integer(v, path, "kv_cache_bytes", 1, int64_t{1} << 46);
+    } else if (key == "kv_cache") {
+      const std::string name = v.is_string() ? v.get<std::string>() : "";
+      if (name == "fp32") c.generation.kv_cache = DType::kFloat32;
+      else if (name == "fp16") c.generation.kv_cache = DType::kFloat16;
+      else if (name == "int8") c.generation.kv_cache = DType::kInt8;
+      else throw Error(path + ": kv_cache must be \"fp32\", \"fp16\" or \"int8\"");
     } else {
       throw Error(path + ": unknown key '" + key + "'");
     }
@@ -76,7 +90,7 @@ ModelConfig ModelConfig::from_file(const std::string& path) {
 }
 
 nlohmann::json ModelConfig::to_json() const {
-  return {{"max_batch_size", batching.max_batch_size},
+  nlohmann::json j = {{"max_batch_size", batching.max_batch_size},
           {"max_queue_delay_us", batching.max_queue_delay.count()},
           {"preferred_batch_size", batching.preferred_batch_sizes},
           {"queue_capacity", batching.capacity},
@@ -90,7 +104,14 @@ nlohmann::json ModelConfig::to_json() const {
           {"instances", instances},
           {"max_audio_seconds", limits.max_audio_seconds},
           {"max_image_pixels", limits.max_image_pixels},
-          {"max_text_bytes", limits.max_text_bytes}};
+          {"max_text_bytes", limits.max_text_bytes},
+          {"max_sequences", generation.max_sequences},
+          {"prefill_chunk", generation.prefill_chunk},
+          {"kv_cache", generation.kv_cache == DType::kFloat16 ? "fp16" : generation.kv_cache == DType::kInt8 ? "int8" : "fp32"}};
+  // Unset (0: the model's own context, no byte budget) is written by leaving the key out.
+  if (generation.context > 0) j["context"] = generation.context;
+  if (generation.kv_cache_bytes > 0) j["kv_cache_bytes"] = generation.kv_cache_bytes;
+  return j;
 }
 
 }  // namespace mminfer::serve

@@ -12,6 +12,14 @@
 // max_* bound the work one input may ask for (input_limits.h): longer audio, larger images and
 // longer texts are answered 413 before they are queued.
 //
+// A text-generation folder also takes, for its continuous batching (generate/continuous_batcher.h):
+//   {"max_sequences": 8, "context": 2048, "prefill_chunk": 256, "kv_cache": "fp16",
+//    "kv_cache_bytes": 268435456}
+// context is the positions one sequence may hold (default: the model's max_position_embeddings,
+// at most 4096); kv_cache_bytes, when set, lowers max_sequences until the cache fits it, and a
+// budget too small for one sequence keeps the model from loading. queue_capacity bounds the
+// requests that wait for a sequence slot; beyond it they are answered 429.
+//
 // Every key is optional; unknown keys are refused so a typo does not pass silently.
 #pragma once
 #include <string>
@@ -24,6 +32,15 @@
 
 namespace mminfer::serve {
 
+struct GenerationSettings {
+  int64_t max_sequences = 8;
+  int64_t context = 0;  // 0: the model's own, at most kDefaultContext
+  int64_t prefill_chunk = 256;
+  int64_t kv_cache_bytes = 0;  // 0: no budget beyond max_sequences x context
+  DType kv_cache = DType::kFloat32;
+  static constexpr int64_t kDefaultContext = 4096;
+};
+
 struct ModelConfig {
   BatchPolicy batching;
   bool cache = true;  // results and features of this model go through the server's cache
@@ -31,6 +48,7 @@ struct ModelConfig {
   int instances = 1;                // copies of the model, each with a worker on every queue
   double min_cosine = 0;            // 0: measured and reported, not enforced
   InputLimits limits;
+  GenerationSettings generation;
 
   // Throws Error "<path>: <key> ..." naming the bad key.
   static ModelConfig from_json(const nlohmann::json& j, const std::string& path);

@@ -32,7 +32,8 @@ RouteLabels route_labels(const std::vector<std::string>& p) {
   if (p.empty()) return {"/", ""};
   if (p.size() == 1 && p[0] == "metrics") return {"/metrics", ""};
   if (p[0] == "v1") {
-    if (p.size() == 2 && one_of(p[1], {"embeddings", "ocr", "classify", "models"})) return {"/v1/" + p[1], ""};
+    if (p.size() == 2 && one_of(p[1], {"embeddings", "ocr", "classify", "models", "completions"})) return {"/v1/" + p[1], ""};
+    if (p.size() == 3 && p[1] == "chat" && p[2] == "completions") return {"/v1/chat/completions", ""};
     if (p.size() == 3 && p[1] == "models") return {"/v1/models/{model}", p[2]};
     return unmatched;
   }

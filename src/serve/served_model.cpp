@@ -9,6 +9,7 @@
 #include "modal/image/image.h"
 #include "pipelines/clip/clip_pipeline.h"
 #include "pipelines/embedding_accuracy.h"
+#include "pipelines/generation/generative_folder.h"
 #include "pipelines/manifest.h"
 #include "serve/embedding_dimensions.h"
 #include "serve/folder_digest.h"
@@ -99,6 +100,20 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
   one.preferred_batch_sizes.clear();
   one.max_queue_delay = std::chrono::microseconds(0);
 
+  // A folder of model.onnx alone is a tensor model; one that also brings what generation reads
+  // (config.json, tokenizer.json) or says so in pipeline.json is generative.
+  const fs::path d(dir);
+  const bool may_generate = fs::exists(d / "pipeline.json") || fs::exists(d / "config.json") || fs::exists(d / "tokenizer.json");
+  if (auto generative = may_generate ? pipelines::detect_generative_folder(dir) : std::nullopt) {
+    kind_ = pipelines::kind_name(generative->kind);
+    if (generative->kind != pipelines::GenerativeKind::kTextGeneration)
+      throw Error(dir + ": serving " + kind_ + " models is not available yet (`mminfer " +
+                  pipelines::kind_command(generative->kind) + "` runs it)");
+    refuse_min_cosine();
+    preprocess_id_ = sha256_hex(kind_ + "|" + dir + "|" + std::to_string(version_) + "|" + folder_digest(dir));
+    generator_ = std::make_unique<ServedGenerator>(dir, config_);
+    return;
+  }
   // A folder of the published PP-OCRv4 files is an ocr pipeline even without pipeline.json.
   bool ppocr_names = fs::is_regular_file(fs::path(dir) / "ch_PP-OCRv4_det_infer.onnx");
   if (pipelines::has_manifest(dir) || ppocr_names) {
@@ -265,11 +280,12 @@ bool ServedModel::infer(std::vector<NamedTensor> inputs, TensorsDone done) {
 }
 
 size_t ServedModel::queued() const {
-  return sum_over_queues([](const auto& q) { return q.depth(); });
+  return sum_over_queues([](const auto& q) { return q.depth(); }) + (generator_ ? generator_->waiting() : 0);
 }
 
 size_t ServedModel::in_flight() const {
-  return sum_over_queues([](const auto& q) { return q.in_flight(); });
+  return sum_over_queues([](const auto& q) { return q.in_flight(); }) +
+         (generator_ ? generator_->waiting() + generator_->running() : 0);
 }
 
 const std::vector<ValueInfo>& ServedModel::input_info() const {

@@ -1,5 +1,6 @@
 // One version of one model of the repository, loaded and ready: a plain ONNX model (tensors in,
-// tensors out) or a pipeline folder (ocr, clip, audio-encoder). Each modality it takes has its
+// tensors out), a pipeline folder (ocr, clip, audio-encoder) or a text-generation folder (served
+// with continuous batching, served_generator.h). Each modality it takes has its
 // own BatchQueue and worker, so image and text requests of a CLIP pipeline batch separately
 // and run at the same time on their own towers.
 //
@@ -24,6 +25,7 @@
 #include "serve/batch_queue.h"
 #include "serve/kserve_bytes.h"
 #include "serve/model_config.h"
+#include "serve/served_generator.h"
 
 namespace mminfer::serve {
 
@@ -44,7 +46,7 @@ class ServedModel {
 
   const std::string& name() const { return name_; }
   int version() const { return version_; }
-  const std::string& kind() const { return kind_; }  // "onnx", "ocr", "clip", "audio-encoder"
+  const std::string& kind() const { return kind_; }  // "onnx", "ocr", "clip", "audio-encoder", "text-generation"
   const ModelConfig& config() const { return config_; }
   // A digest of what turns raw bytes into results (the manifest's preprocess section and the
   // contents of every file of the version folder, read once at load): part of every cache key,
@@ -63,6 +65,7 @@ class ServedModel {
   bool is_ocr() const { return !ocrs_.empty(); }
   bool is_tensor_model() const { return !sessions_.empty(); }
   const pipelines::Embedder* embedder() const { return embedders_.empty() ? nullptr : embedders_[0].get(); }
+  ServedGenerator* generator() const { return generator_.get(); }  // null unless text-generation
 
   using EmbeddingDone = std::function<void(BatchResult<Embedding>)>;
   using OcrDone = std::function<void(BatchResult<std::vector<ocr::OcrLine>>)>;
@@ -146,6 +149,7 @@ class ServedModel {
   std::unique_ptr<BatchQueue<Bytes, Embedding>> audio_q_;
   std::unique_ptr<BatchQueue<Bytes, std::vector<ocr::OcrLine>>> ocr_q_;
   std::unique_ptr<BatchQueue<std::vector<NamedTensor>, std::vector<Tensor>>> tensor_q_;
+  std::unique_ptr<ServedGenerator> generator_;
 };
 
 // The KServe datatype name of a dtype ("FP32", "INT64", ...), "" when it has none.

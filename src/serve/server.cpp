@@ -105,6 +105,16 @@ std::string Server::render_metrics() {
     metrics_.gauge("mminfer_queue_depth", "Requests waiting in a model's queues (requests)", {{"model", m->name()}}).set(static_cast<double>(m->queued()));
     metrics_.gauge("mminfer_inflight_requests", "Requests a model has accepted and not yet answered (requests)", {{"model", m->name()}})
         .set(static_cast<double>(m->in_flight()));
+    if (const ServedGenerator* g = m->generator()) {
+      const metrics::Labels l = {{"model", m->name()}};
+      metrics_.gauge("mminfer_generation_running_sequences", "Sequences holding a KV cache row (sequences)", l).set(static_cast<double>(g->running()));
+      metrics_.gauge("mminfer_generation_waiting_sequences", "Sequences waiting for a KV cache row (sequences)", l).set(static_cast<double>(g->waiting()));
+      metrics_.gauge("mminfer_kv_cache_sequences", "KV cache rows, one per sequence, by state (sequences)", {{"model", m->name()}, {"state", "used"}})
+          .set(static_cast<double>(g->running()));
+      metrics_.gauge("mminfer_kv_cache_sequences", "KV cache rows, one per sequence, by state (sequences)", {{"model", m->name()}, {"state", "free"}})
+          .set(static_cast<double>(g->max_sequences() - static_cast<int64_t>(g->running())));
+      metrics_.gauge("mminfer_kv_cache_bytes", "Memory of the KV cache, allocated at load (bytes)", l).set(static_cast<double>(g->cache_bytes()));
+    }
     for (const auto& [queue, size] : m->chosen_batch_sizes())
       metrics_.gauge("mminfer_batch_size_target", "Batch size the adaptive controller picked last (requests)", {{"model", m->name()}, {"queue", queue}})
           .set(static_cast<double>(size));

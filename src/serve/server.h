@@ -2,6 +2,7 @@
 //   KServe v2 REST   /v2, /v2/health/{live,ready}, /v2/models/{m}[/versions/{v}][/ready|/infer],
 //                    /v2/repository/index, /v2/repository/models/{m}/{load,unload}
 //   OpenAI-style     POST /v1/embeddings (texts, images or audio as base64 data URLs),
+//                    POST /v1/completions, /v1/chat/completions (text generation, streamed or not),
 //                    GET /v1/models[/{id}]; errors in OpenAI's envelope (openai_error.h)
 //   pipelines        POST /v1/ocr (image bytes, or JSON with base64), POST /v1/classify
 //   Prometheus       GET /metrics;  a page for people at GET /
@@ -16,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "generate/continuous_batcher.h"
 #include "serve/access_policy.h"
 #include "serve/feature_store.h"
 #include "serve/http_server.h"
@@ -73,6 +75,8 @@ class Server {
   void embeddings(const HttpRequest& req, const Reply& reply);
   void ocr(const HttpRequest& req, const Reply& reply);
   void classify(const HttpRequest& req, const Reply& reply);
+  // routes_generate.cpp: /v1/completions, /v1/chat/completions (chat)
+  void generate(const HttpRequest& req, const Reply& reply, bool chat);
 
   // Also records `name` as the model the request is counted under in /metrics.
   std::shared_ptr<ServedModel> find_model(const std::string& name, int version, const Reply& reply) const;
@@ -83,6 +87,8 @@ class Server {
   // The metrics' model label: the name when the repository holds that model, else "unknown".
   std::string model_label(const std::string& name) const;
   void observe_batch(const std::string& model, const char* queue, size_t batch, double queue_ms, double compute_ms);
+  // One generated sequence's latencies, tokens and how it ended.
+  void observe_generation(const std::string& model, const generate::JobResult& result);
   std::string render_metrics();
 
   ServerOptions options_;

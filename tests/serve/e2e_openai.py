@@ -38,7 +38,7 @@ def test_v1_errors_in_openai_envelope(ctx):
          "invalid_request_error", "model", None, ["not a clip pipeline"]),
         ("an unknown model card", s.get("/v1/models/nope"), 404, "not_found_error", "model", "model_not_found", ["'nope'"]),
         ("an unknown /v1 path", s.post_json("/v1/zz", {}), 404, "not_found_error", None, "unknown_url", ["/v1/zz"]),
-        ("GET of an unknown /v1 path", s.get("/v1/chat/completions"), 404, "not_found_error", None, "unknown_url", []),
+        ("GET of an unknown /v1 path", s.get("/v1/no/such/route"), 404, "not_found_error", None, "unknown_url", []),
         ("bare /v1", s.get("/v1"), 404, "not_found_error", None, "unknown_url", []),
         ("POST /v1/models", s.post_json("/v1/models", {}), 405, "invalid_request_error", None, "method_not_allowed",
          ["POST is not allowed"]),

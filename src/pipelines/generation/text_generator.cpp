@@ -54,8 +54,10 @@ std::vector<generate::TokenId> TextGenerator::encode(const std::string& prompt, 
 }
 
 std::string TextGenerator::decode_tokens(const std::vector<generate::TokenId>& ids) const {
-  return detokenizer(*tokenizer_)(ids);
+  return pipelines::detokenizer(*tokenizer_)(ids);
 }
+
+generate::DecodeFn TextGenerator::detokenizer() const { return pipelines::detokenizer(*tokenizer_); }
 
 void TextGenerator::check_ids(const std::vector<generate::TokenId>& ids) const {
   int64_t end = vocab_ > 0 ? vocab_ : tokenizer_->vocab_end();
@@ -71,7 +73,7 @@ std::vector<generate::DecodedSequence> TextGenerator::generate(const std::vector
     for (const std::string& p : prompts) request.prompts.push_back(encode(p));
   for (const auto& ids : request.prompts) check_ids(ids);
   if (request.context <= 0) request.context = context_;
-  const generate::DecodeFn detokenize = detokenizer(*tokenizer_);
+  const generate::DecodeFn detokenize = detokenizer();
   generate::DecoderOnlyModel model(*decoder_);
   if (request.config.num_beams <= 1) return generate::decode(model, request, detokenize, timings);
   // Beam search, one prompt at a time: its rows must share a length.

@@ -9,7 +9,8 @@ TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   auto j = nlohmann::json::parse(R"({"max_batch_size": 16, "max_queue_delay_us": 5000, "preferred_batch_size": [8, 16],
     "queue_capacity": 64, "latency_target_ms": 40, "cache": false, "threads": 2, "opt_level": 1,
     "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "min_cosine": 0.995, "instances": 2,
-    "max_audio_seconds": 90.5, "max_image_pixels": 4000000, "max_text_bytes": 2048})");
+    "max_audio_seconds": 90.5, "max_image_pixels": 4000000, "max_text_bytes": 2048,
+    "max_sequences": 12, "context": 1024, "prefill_chunk": 64, "kv_cache": "fp16", "kv_cache_bytes": 1000000})");
   ModelConfig c = ModelConfig::from_json(j, "m/config.json");
   EXPECT_EQ(c.batching.max_batch_size, 16);
   EXPECT_EQ(c.batching.max_queue_delay.count(), 5000);
@@ -26,6 +27,11 @@ TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   EXPECT_EQ(c.limits.max_audio_seconds, 90.5);
   EXPECT_EQ(c.limits.max_image_pixels, 4000000);
   EXPECT_EQ(c.limits.max_text_bytes, 2048u);
+  EXPECT_EQ(c.generation.max_sequences, 12);
+  EXPECT_EQ(c.generation.context, 1024);
+  EXPECT_EQ(c.generation.prefill_chunk, 64);
+  EXPECT_EQ(c.generation.kv_cache, DType::kFloat16);
+  EXPECT_EQ(c.generation.kv_cache_bytes, 1000000);
   ModelConfig again = ModelConfig::from_json(c.to_json(), "again");
   EXPECT_EQ(again.to_json(), c.to_json());
   EXPECT_EQ(again.session.precision.of(Modality::kText), Precision::kBf16);
@@ -62,6 +68,11 @@ TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
              {R"({"max_audio_seconds": "60"})", "max_audio_seconds must be a number of seconds above 0"},
              {R"({"max_image_pixels": 0})", "max_image_pixels must be between 1 and"},
              {R"({"max_text_bytes": 1.5})", "max_text_bytes must be an integer"},
+             {R"({"max_sequences": 0})", "max_sequences must be between 1 and 4096"},
+             {R"({"context": 1})", "context must be between 2 and"},
+             {R"({"prefill_chunk": -4})", "prefill_chunk must be between 1 and"},
+             {R"({"kv_cache_bytes": 0})", "kv_cache_bytes must be between 1 and"},
+             {R"({"kv_cache": "int4"})", "kv_cache must be \"fp32\", \"fp16\" or \"int8\""},
              {R"([1, 2])", "expected a JSON object"}};
   for (const Bad& b : bad) {
     try {

@@ -1,0 +1,49 @@
+// The body of an OpenAI completion or chat completion request, read and checked: what to
+// generate from, the decoding settings over the folder's generation_config.json, and how to
+// answer. Every refusal is a RequestError naming the parameter, as OpenAI's clients expect.
+//
+// Decoding follows `mminfer generate`: without `temperature` the folder's settings hold;
+// temperature 0 is greedy, above 0 samples with it (and `top_p`), reproducibly by `seed`, so a
+// request with a seed makes the tokens the command line makes with that seed.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "generate/generation_config.h"
+#include "generate/token.h"
+
+namespace mminfer::serve {
+
+struct GenerationRequest {
+  std::string model;
+  bool chat = false;
+  // /v1/completions: one or more prompts, as text or token ids (one of the two per prompt).
+  std::vector<std::string> prompts;
+  std::vector<std::vector<generate::TokenId>> prompt_ids;
+  // /v1/chat/completions: [{"role", "content": text}], text parts joined.
+  nlohmann::ordered_json messages;
+  std::optional<int64_t> max_tokens;
+  std::optional<double> temperature, top_p;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  size_t n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool ignore_eos = false;     // vLLM's extension, for benchmarks: only max_tokens or stop ends an answer
+
+  static constexpr size_t kMaxChoices = 16;
+  static constexpr size_t kMaxPrompts = 64;
+
+  // Throws RequestError (400) naming the parameter at fault.
+  static GenerationRequest parse(const nlohmann::json& body, bool chat);
+
+  // `defaults` (the folder's) with this request's settings applied; `max_new_tokens` is the
+  // room the request asked for or was given.
+  generate::GenerationConfig config(const generate::GenerationConfig& defaults, size_t max_new_tokens) const;
+};
+
+}  // namespace mminfer::serve

@@ -1,0 +1,265 @@
+// OpenAI's text generation routes over a text-generation model's continuous batching:
+// POST /v1/completions and POST /v1/chat/completions, whole answers or server-sent events
+// (`stream`), each choice one sequence of the batch. A client that goes away mid-stream cancels
+// its sequences, which free their cache rows at the next step.
+#include <chrono>
+#include <mutex>
+#include <random>
+
+#include "serve/generation_request.h"
+#include "serve/openai_error.h"
+#include "serve/request_json.h"
+#include "serve/server.h"
+
+namespace mminfer::serve {
+
+using nlohmann::json;
+
+namespace {
+
+const char* finish_reason(generate::StopReason reason) {
+  switch (reason) {
+    case generate::StopReason::kStopToken:
+    case generate::StopReason::kStopString: return "stop";
+    default: return "length";  // max_tokens, or the context's end
+  }
+}
+
+std::string random_id(const char* prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(rng()));
+  return std::string(prefix) + hex;
+}
+
+// One request's choices on their way: gathers results, and for a stream writes each piece as
+// it comes. Shared by the jobs' callbacks (on the batcher's thread) and the route.
+class GenerationCall {
+ public:
+  GenerationCall(const GenerationRequest& request, std::string model, size_t choices, size_t prompt_tokens, Reply reply)
+      : chat_(request.chat), include_usage_(request.include_usage), model_(std::move(model)),
+        id_(random_id(request.chat ? "chatcmpl-" : "cmpl-")),
+        created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
+        results_(choices), left_(choices), prompt_tokens_(prompt_tokens), reply_(std::move(reply)),
+        cancelled_(std::make_shared<std::atomic<bool>>(false)) {
+    if (request.stream) stream_ = std::make_shared<ResponseStream>();
+  }
+
+  const std::shared_ptr<std::atomic<bool>>& cancelled() const { return cancelled_; }
+  bool streaming() const { return stream_ != nullptr; }
+
+  // The stream's first chunks (chat: each choice's role), written before any job can add text.
+  void begin_stream() {
+    if (chat_)
+      for (size_t i = 0; i < results_.size(); ++i) send(chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr));
+  }
+  // Answers with the event stream once every choice is queued; what was written so far goes first.
+  void open_stream() {
+    auto weak = std::weak_ptr<std::atomic<bool>>(cancelled_);
+    stream_->on_close([weak] {
+      if (auto c = weak.lock()) c->store(true);
+    });
+    HttpResponse r;
+    r.content_type = "text/event-stream";
+    r.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+    r.stream = stream_;
+    reply_(std::move(r));
+  }
+
+  void on_text(size_t choice, std::string_view text) {
+    if (!stream_ || text.empty()) return;
+    send(chunk(choice, std::string(text), nullptr));
+  }
+
+  void on_done(size_t choice, generate::JobResult r) {
+    if (stream_ && r.error.empty() && !r.cancelled) send(chunk(choice, nullptr, finish_reason(r.sequence.reason)));
+    std::lock_guard lock(mutex_);
+    results_[choice] = std::move(r);
+    if (--left_ == 0) finish();
+  }
+
+  // A choice that could not be queued: the queued ones are cancelled, the rest never will be,
+  // and the request is refused (nothing was sent yet: streams open once all are queued).
+  void refuse(HttpResponse response, size_t never_queued) {
+    cancelled_->store(true);
+    std::lock_guard lock(mutex_);
+    refused_ = true;
+    left_ -= never_queued;
+    reply_(std::move(response));
+  }
+
+ private:
+  // A chunk of the stream for one choice: text (chat: a delta) and, at its end, why it stopped.
+  json chunk(size_t choice, const json& content, const char* reason) const {
+    json c = {{"index", choice}};
+    if (chat_) c["delta"] = content.is_object() ? content : content.is_null() ? json::object() : json{{"content", content}};
+    else c["text"] = content.is_null() ? "" : content, c["logprobs"] = nullptr;
+    c["finish_reason"] = reason ? json(reason) : json(nullptr);
+    json j = envelope(chat_ ? "chat.completion.chunk" : "text_completion");
+    j["choices"] = json::array({c});
+    return j;
+  }
+
+  json envelope(const char* object) const {
+    return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}, {"system_fingerprint", "mminfer"}};
+  }
+
+  json usage() const {
+    size_t completion = 0;
+    for (const auto& r : results_) completion += r.sequence.tokens.size();
+    return {{"prompt_tokens", prompt_tokens_}, {"completion_tokens", completion}, {"total_tokens", prompt_tokens_ + completion}};
+  }
+
+  // Text cut inside a UTF-8 character at a stream's end still makes valid JSON (U+FFFD).
+  void send(const json& event) {
+    stream_->write("data: " + event.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
+  }
+
+  // Under mutex_: every choice is done.
+  void finish() {
+    if (refused_) return;
+    std::string error;
+    for (const auto& r : results_)
+      if (!r.error.empty()) error = r.error;
+    if (stream_) {
+      if (!error.empty()) {
+        json e = {{"error", {{"message", error}, {"type", openai_error_type(500)}, {"param", nullptr}, {"code", nullptr}}}};
+        send(e);
+      } else if (include_usage_) {
+        json j = envelope("chat.completion.chunk");
+        if (!chat_) j["object"] = "text_completion";
+        j["choices"] = json::array();
+        j["usage"] = usage();
+        send(j);
+      }
+      stream_->write("data: [DONE]\n\n");
+      stream_->end();
+      return;
+    }
+    if (!error.empty()) return reply_(openai_error(500, "generation failed: " + error));
+    json choices = json::array();
+    for (size_t i = 0; i < results_.size(); ++i) {
+      const auto& r = results_[i];
+      json c = {{"index", i}, {"finish_reason", finish_reason(r.sequence.reason)}, {"logprobs", nullptr}};
+      if (chat_) c["message"] = {{"role", "assistant"}, {"content", r.sequence.text}, {"refusal", nullptr}};
+      else c["text"] = r.sequence.text;
+      choices.push_back(std::move(c));
+    }
+    json j = envelope(chat_ ? "chat.completion" : "text_completion");
+    j["choices"] = std::move(choices);
+    j["usage"] = usage();
+    reply_(json_response(j));
+  }
+
+  const bool chat_, include_usage_;
+  const std::string model_, id_;
+  const int64_t created_;
+  std::mutex mutex_;
+  std::vector<generate::JobResult> results_;
+  size_t left_;
+  bool refused_ = false;
+  const size_t prompt_tokens_;
+  Reply reply_;
+  std::shared_ptr<std::atomic<bool>> cancelled_;
+  std::shared_ptr<ResponseStream> stream_;
+};
+
+}  // namespace
+
+void Server::observe_generation(const std::string& model, const generate::JobResult& r) {
+  const metrics::Labels l = {{"model", model}};
+  const char* end = !r.error.empty() ? "error" : r.cancelled ? "cancelled" : finish_reason(r.sequence.reason);
+  metrics_.counter("mminfer_generation_sequences_total", "Generated sequences by how they ended (sequences)",
+                   {{"model", model}, {"finish", end}})
+      .inc();
+  metrics_.counter("mminfer_generation_prompt_tokens_total", "Prompt tokens of generated sequences (tokens)", l)
+      .inc(static_cast<double>(r.prompt_tokens));
+  const size_t made = r.sequence.tokens.size();
+  metrics_.counter("mminfer_generation_output_tokens_total", "Tokens generated (tokens)", l).inc(static_cast<double>(made));
+  if (made == 0) return;
+  metrics_.histogram("mminfer_generation_time_to_first_token_seconds", "From request to its first token (seconds)", l)
+      .observe(r.first_token_ms / 1000);
+  if (made > 1)
+    metrics_.histogram("mminfer_generation_time_per_output_token_seconds", "Between tokens after the first (seconds)", l)
+        .observe((r.total_ms - r.first_token_ms) / 1000 / static_cast<double>(made - 1));
+  metrics_.histogram("mminfer_generation_e2e_seconds", "From request to its last token (seconds)", l).observe(r.total_ms / 1000);
+}
+
+void Server::generate(const HttpRequest& req, const Reply& reply, bool chat) {
+  GenerationRequest request = GenerationRequest::parse(parse_request_json(req.body), chat);
+  std::shared_ptr<ServedModel> model = openai_model(request.model);
+  ServedGenerator* generator = model->generator();
+  if (!generator)
+    throw RequestError(400, "model '" + request.model + "' does not generate text (it is " + model->kind() + ")", "model");
+
+  // Each prompt's ids, checked against the vocabulary and the context.
+  std::vector<std::vector<generate::TokenId>> prompts;
+  try {
+    if (chat) prompts.push_back(generator->chat_prompt(request.messages));
+    for (const std::string& p : request.prompts) prompts.push_back(generator->encode(p));
+    for (auto& ids : request.prompt_ids) prompts.push_back(std::move(ids));
+    for (const auto& ids : prompts) generator->check_ids(ids);
+  } catch (const RequestError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw RequestError(400, e.what(), chat ? "messages" : "prompt");
+  }
+  const auto context = static_cast<size_t>(generator->context());
+  const char* prompt_param = chat ? "messages" : "prompt";
+  size_t prompt_tokens = 0;
+  for (const auto& ids : prompts) {
+    prompt_tokens += ids.size();
+    if (ids.empty()) throw RequestError(400, "the prompt makes no tokens", prompt_param);
+    if (ids.size() >= context)
+      throw RequestError(400,
+                         "the prompt holds " + std::to_string(ids.size()) + " tokens; model '" + request.model +
+                             "' takes at most " + std::to_string(context) + " positions, the answer included",
+                         prompt_param, "context_length_exceeded");
+    if (request.max_tokens && ids.size() + static_cast<size_t>(*request.max_tokens) > context)
+      throw RequestError(400,
+                         "the prompt (" + std::to_string(ids.size()) + " tokens) and max_tokens (" +
+                             std::to_string(*request.max_tokens) + ") need " +
+                             std::to_string(ids.size() + static_cast<size_t>(*request.max_tokens)) + " positions; model '" +
+                             request.model + "' takes at most " + std::to_string(context),
+                         "max_tokens", "context_length_exceeded");
+  }
+  const size_t choices = prompts.size() * request.n;
+  if (choices > model->config().batching.capacity)
+    throw RequestError(400, std::to_string(choices) + " choices are more than model '" + request.model + "' queues (" +
+                                std::to_string(model->config().batching.capacity) + "); ask for fewer");
+
+  // OpenAI's defaults: 16 tokens for a completion, the rest of the context for a chat.
+  const uint64_t seed = request.seed ? *request.seed : std::random_device{}();
+  auto call = std::make_shared<GenerationCall>(request, request.model, choices, prompt_tokens, reply);
+  if (call->streaming()) call->begin_stream();
+  for (size_t i = 0; i < choices; ++i) {
+    const auto& ids = prompts[i / request.n];
+    const size_t room = context - ids.size();
+    const size_t max_new = request.max_tokens ? static_cast<size_t>(*request.max_tokens) : chat ? room : std::min<size_t>(16, room);
+    generate::GenerationJob job;
+    job.prompt = ids;
+    job.config = request.config(generator->defaults(), max_new);
+    job.seed = seed + i % request.n;  // choice 0 of every prompt draws as the command line does
+    job.cancelled = call->cancelled();
+    job.on_text = [call, i](generate::TokenId, std::string_view text) { call->on_text(i, text); };
+    job.on_done = [this, call, i, name = model->name()](generate::JobResult r) {
+      observe_generation(name, r);
+      call->on_done(i, std::move(r));
+    };
+    bool queued = false;
+    try {
+      queued = generator->submit(std::move(job));
+    } catch (const std::exception& e) {  // a setting the folder's config makes impossible
+      return call->refuse(openai_error(400, e.what()), choices - i);
+    }
+    if (!queued) {
+      HttpResponse busy = openai_error(429, "model '" + request.model + "' has " + std::to_string(generator->waiting()) +
+                                                " requests waiting, its limit; retry shortly");
+      busy.headers.emplace_back("Retry-After", "1");
+      return call->refuse(std::move(busy), choices - i);
+    }
+  }
+  if (call->streaming()) call->open_stream();
+}
+
+}  // namespace mminfer::serve

@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""`mminfer serve` generating text: /v1/completions and /v1/chat/completions over the llama-tiny
+test model with continuous batching. Answers equal `mminfer generate`'s for the same prompt,
+settings and seed, alone and with many requests sharing the batch, streamed or not; the event
+stream has OpenAI's shape and the official `openai` npm client reads it; a full queue answers
+429; clients that leave mid-stream free their sequences; bad requests get OpenAI's error
+envelope while other streams go on.
+
+    generate_e2e.py --mminfer BIN --models DIR --work DIR"""
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_harness import Server, in_threads, metric, run_tests  # noqa: E402
+
+CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+          "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+class Context:
+    pass
+
+
+def make_repository(models, work):
+    """llama (with a chat template, 4 sequences at once) and llama-one (1 sequence, 2 waiting,
+    no template), both copies of llama-tiny."""
+    repo = os.path.join(work, "repository")
+    shutil.rmtree(repo, ignore_errors=True)
+    source = os.path.join(models, "llama-tiny")
+    for name, config in (("llama", {"max_sequences": 4, "prefill_chunk": 16}),
+                         ("llama-one", {"max_sequences": 1, "queue_capacity": 2})):
+        folder = os.path.join(repo, name, "1")
+        shutil.copytree(source, folder, ignore=shutil.ignore_patterns("reference"))
+        with open(os.path.join(repo, name, "config.json"), "w") as f:
+            json.dump(config, f)
+    with open(os.path.join(repo, "llama", "1", "chat_template.jinja"), "w") as f:
+        f.write(CHATML)
+    return repo
+
+
+def cli(ctx, prompt_ids, max_tokens, temperature=None, top_p=None, seed=None):
+    """`mminfer generate`'s text and tokens for one prompt (cached per settings)."""
+    key = (tuple(prompt_ids), max_tokens, temperature, top_p, seed)
+    if key not in ctx.cli_cache:
+        args = [ctx.mminfer, "generate", "--pipeline", ctx.folder, "--json", "--max-new-tokens", str(max_tokens),
+                "--prompt-ids", ",".join(map(str, prompt_ids))]
+        if temperature is not None:
+            args += ["--temperature", str(temperature)]
+        if top_p is not None:
+            args += ["--top-p", str(top_p)]
+        if seed is not None:
+            args += ["--seed", str(seed)]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, f"mminfer generate failed: {p.stderr.strip()}"
+        r = json.loads(p.stdout)["results"][0]
+        ctx.cli_cache[key] = (r["text"], len(r["tokens"]))
+    return ctx.cli_cache[key]
+
+
+def body_for(case, model="llama", **extra):
+    b = {"model": model, "prompt": case["ids"], "max_tokens": case["max_tokens"]}
+    for k in ("temperature", "top_p", "seed"):
+        if case.get(k) is not None:
+            b[k] = case[k]
+    b.update(extra)
+    return b
+
+
+def read_events(resp):
+    """The data lines of a server-sent event stream, parsed (the final [DONE] as the string)."""
+    events = []
+    for raw in resp.read().decode().split("\n\n"):
+        if not raw.strip():
+            continue
+        assert raw.startswith("data: "), f"an event that is not a data line: {raw[:80]!r}"
+        data = raw[len("data: "):]
+        events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def stream(ctx, path, body):
+    """POSTs with stream true; returns (status, content type, events)."""
+    conn = ctx.server.connection(timeout=120)
+    try:
+        conn.request("POST", path, body=json.dumps(dict(body, stream=True)), headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        if r.status != 200:
+            return r.status, r.getheader("Content-Type"), json.loads(r.read())
+        return r.status, r.getheader("Content-Type"), read_events(r)
+    finally:
+        conn.close()
+
+
+def streamed_text(events, choices=1):
+    texts = [""] * choices
+    reasons = [None] * choices
+    for e in events:
+        if e == "[DONE]" or not e["choices"]:
+            continue
+        c = e["choices"][0]
+        piece = c["delta"].get("content", "") if "delta" in c else c["text"]
+        texts[c["index"]] += piece or ""
+        if c["finish_reason"]:
+            reasons[c["index"]] = c["finish_reason"]
+    return texts, reasons
+
+
+def cases(ctx):
+    """Prompts from the reference (ids), greedy and sampled with seeds."""
+    out = []
+    for i, ids in enumerate(ctx.prompts):
+        out.append({"ids": ids, "max_tokens": 20 + 7 * i})
+        out.append({"ids": ids, "max_tokens": 24, "temperature": 1.3, "top_p": 0.9, "seed": 7 + i})
+    return out
+
+
+def check_against_cli(ctx, case, text, completion_tokens, what):
+    want_text, want_tokens = cli(ctx, case["ids"], case["max_tokens"], case.get("temperature"), case.get("top_p"),
+                                 case.get("seed"))
+    assert text == want_text, f"{what}: text {text!r} is not mminfer generate's {want_text!r}"
+    if completion_tokens is not None:
+        assert completion_tokens == want_tokens, f"{what}: {completion_tokens} completion tokens, the CLI made {want_tokens}"
+
+
+def test_models_lists_generators(ctx):
+    ids = {m["id"] for m in ctx.server.get("/v1/models").json()["data"]}
+    assert {"llama", "llama-one"} <= ids, f"/v1/models lists {ids}"
+
+
+def test_completions_equal_cli_one_at_a_time(ctx):
+    for case in cases(ctx):
+        r = ctx.server.post_json("/v1/completions", body_for(case))
+        assert r.status == 200, f"{r.status}: {r.body[:200]!r}"
+        j = r.json()
+        assert j["object"] == "text_completion" and j["id"].startswith("cmpl-"), j
+        assert j["choices"][0]["finish_reason"] in ("stop", "length")
+        assert j["usage"]["prompt_tokens"] == len(case["ids"]), j["usage"]
+        check_against_cli(ctx, case, j["choices"][0]["text"], j["usage"]["completion_tokens"], f"case {case}")
+    # A text prompt is tokenized as the command line tokenizes it.
+    r = ctx.server.post_json("/v1/completions", {"model": "llama", "prompt": "hello world", "max_tokens": 12, "temperature": 0})
+    p = subprocess.run([ctx.mminfer, "generate", "--pipeline", ctx.folder, "--json", "--max-new-tokens", "12", "hello world"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.json()["choices"][0]["text"] == json.loads(p.stdout)["results"][0]["text"]
+
+
+def test_concurrent_requests_equal_cli(ctx):
+    """24 requests at once, streamed and not, on 4 sequence rows: each answer is the CLI's."""
+    all_cases = cases(ctx)
+    rng = random.Random(3)
+    picks = [rng.choice(all_cases) for _ in range(24)]
+
+    def one(i):
+        case = picks[i]
+        if i % 2:
+            status, ctype, events = stream(ctx, "/v1/completions", body_for(case))
+            assert status == 200, f"{status}: {events}"
+            texts, _ = streamed_text(events)
+            return case, texts[0], None
+        r = ctx.server.post_json("/v1/completions", body_for(case), timeout=120)
+        assert r.status == 200, f"{r.status}: {r.body[:200]!r}"
+        return case, r.json()["choices"][0]["text"], r.json()["usage"]["completion_tokens"]
+
+    for i, result in enumerate(in_threads(len(picks), one)):
+        if isinstance(result, Exception):
+            raise AssertionError(f"request {i}: {result}")
+        case, text, tokens = result
+        check_against_cli(ctx, case, text, tokens, f"concurrent request {i} ({'stream' if i % 2 else 'whole'})")
+
+
+def test_stream_has_openais_shape(ctx):
+    case = {"ids": ctx.prompts[0], "max_tokens": 16}
+    status, ctype, events = stream(ctx, "/v1/completions", body_for(case, stream_options={"include_usage": True}))
+    assert status == 200 and ctype.startswith("text/event-stream"), (status, ctype)
+    assert events[-1] == "[DONE]", f"the stream ends with {events[-1]!r}"
+    usage = events[-2]
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == cli(ctx, case["ids"], 16)[1], usage
+    assert all(e["object"] == "text_completion" and e["id"] == events[0]["id"] for e in events[:-1])
+    texts, reasons = streamed_text(events)
+    check_against_cli(ctx, case, texts[0], None, "streamed completion")
+    assert reasons == ["length"], reasons
+
+    chat = {"model": "llama", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi there"}],
+            "max_tokens": 20, "temperature": 0}
+    whole = ctx.server.post_json("/v1/chat/completions", chat)
+    assert whole.status == 200, whole.body[:200]
+    j = whole.json()
+    assert j["object"] == "chat.completion" and j["choices"][0]["message"]["role"] == "assistant", j
+    status, ctype, events = stream(ctx, "/v1/chat/completions", chat)
+    assert status == 200 and events[-1] == "[DONE]"
+    assert events[0]["object"] == "chat.completion.chunk" and events[0]["choices"][0]["delta"]["role"] == "assistant"
+    texts, reasons = streamed_text(events)
+    assert texts[0] == j["choices"][0]["message"]["content"], "the streamed chat differs from the whole answer"
+    assert reasons[0] == j["choices"][0]["finish_reason"]
+    # Text parts of a content list read as the same text.
+    parts = dict(chat, messages=[chat["messages"][0], {"role": "user", "content": [{"type": "text", "text": "hi "},
+                                                                                  {"type": "text", "text": "there"}]}])
+    assert ctx.server.post_json("/v1/chat/completions", parts).json()["choices"][0]["message"] == j["choices"][0]["message"]
+
+
+def test_n_choices_draw_from_consecutive_seeds(ctx):
+    case = {"ids": ctx.prompts[1], "max_tokens": 18, "temperature": 1.1, "seed": 40}
+    r = ctx.server.post_json("/v1/completions", body_for(case, n=3))
+    assert r.status == 200, r.body[:200]
+    choices = r.json()["choices"]
+    assert [c["index"] for c in choices] == [0, 1, 2]
+    for j, c in enumerate(choices):
+        check_against_cli(ctx, dict(case, seed=40 + j), c["text"], None, f"choice {j}")
+    status, _, events = stream(ctx, "/v1/completions", body_for(case, n=3))
+    texts, _ = streamed_text(events, 3)
+    assert texts == [c["text"] for c in choices], "streamed choices differ from the whole answer's"
+
+
+BAD = [
+    ("/v1/completions", b"{not json", 400, None),
+    ("/v1/completions", {"prompt": "x"}, 400, "model"),
+    ("/v1/completions", {"model": "nope", "prompt": "x"}, 404, "model"),
+    ("/v1/completions", {"model": "llama"}, 400, "prompt"),
+    ("/v1/completions", {"model": "llama", "prompt": ""}, 400, "prompt"),
+    ("/v1/completions", {"model": "llama", "prompt": [1, "a"]}, 400, "prompt"),
+    ("/v1/completions", {"model": "llama", "prompt": [[1, 2], [100000]]}, 400, "prompt"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "max_tokens": -5}, 400, "max_tokens"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "max_tokens": "ten"}, 400, "max_tokens"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "max_tokens": 10 ** 12}, 400, "max_tokens"),
+    ("/v1/completions", {"model": "llama", "prompt": [5] * 300}, 400, "prompt"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "temperature": 5}, 400, "temperature"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "top_p": 0}, 400, "top_p"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "n": 0}, 400, "n"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, 400, "stop"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "logprobs": 3}, 400, "logprobs"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "stream_options": {"include_usage": True}}, 400, "stream_options"),
+    ("/v1/chat/completions", {"model": "llama", "messages": "hi"}, 400, "messages"),
+    ("/v1/chat/completions", {"model": "llama", "messages": []}, 400, "messages"),
+    ("/v1/chat/completions", {"model": "llama", "messages": [{"role": "wizard", "content": "x"}]}, 400, "messages"),
+    ("/v1/chat/completions", {"model": "llama", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}, 400, "messages"),
+    ("/v1/chat/completions", {"model": "llama", "messages": [{"role": "user", "content": [{"type": "video"}]}]}, 400, "messages"),
+    ("/v1/chat/completions", {"model": "llama-one", "messages": [{"role": "user", "content": "x"}]}, 400, "messages"),
+]
+
+
+def test_bad_requests_get_the_envelope_while_a_stream_goes_on(ctx):
+    case = {"ids": ctx.prompts[0], "max_tokens": 200, "temperature": 0.9, "seed": 3}
+    done = {}
+
+    def long_stream():
+        done["result"] = stream(ctx, "/v1/completions", body_for(case))
+
+    t = threading.Thread(target=long_stream)
+    t.start()
+    for path, body, status, param in BAD:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        r = ctx.server.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+        e = r.openai_error()
+        assert r.status == status, f"{path} {body!r:.120}: expected {status}, got {r.status} {e['message']}"
+        if param:
+            assert e["param"] == param, f"{body!r:.120}: param {e['param']!r}, expected {param!r} ({e['message']})"
+        assert e["message"], "an error without a message"
+    r = ctx.server.get("/v1/completions")
+    assert r.status == 405 and r.openai_error()
+    long_prompt = ctx.server.post_json("/v1/completions", {"model": "llama", "prompt": [5] * 300}).openai_error()
+    assert "256" in long_prompt["message"] and long_prompt["code"] == "context_length_exceeded", long_prompt
+    t.join(120)
+    status, _, events = done["result"]
+    assert status == 200
+    check_against_cli(ctx, case, streamed_text(events)[0][0], None, "the stream beside the bad requests")
+
+
+def test_full_queue_answers_429(ctx):
+    """llama-one runs 1 sequence and lets 2 wait: a stream of 2 long choices holds the row and
+    one waiting place, so 2 more choices cannot all wait."""
+    ids = ctx.prompts[0]
+    conn = ctx.server.connection(timeout=120)
+    conn.request("POST", "/v1/completions", body=json.dumps({"model": "llama-one", "prompt": ids, "n": 2, "max_tokens": 250 - len(ids),
+                                                             "temperature": 0.8, "seed": 1, "stream": True}),
+                 headers={"Content-Type": "application/json"})
+    first = conn.getresponse()
+    assert first.status == 200
+    busy = ctx.server.post_json("/v1/completions", {"model": "llama-one", "prompt": ids, "n": 2, "max_tokens": 4})
+    e = busy.openai_error()
+    assert busy.status == 429 and busy.headers.get("retry-after"), f"expected 429 with Retry-After, got {busy.status} {e}"
+    assert e["type"] == "rate_limit_error", e
+    events = read_events(first)
+    conn.close()
+    assert events[-1] == "[DONE]" and streamed_text(events, 2)[1] == ["length", "length"]
+    # Under a burst, only 200 and 429.
+    codes = in_threads(12, lambda i: ctx.server.post_json("/v1/completions", {"model": "llama-one", "prompt": ids, "max_tokens": 40},
+                                                          timeout=120).status)
+    assert set(codes) <= {200, 429} and 200 in codes, codes
+
+
+def running(ctx, model="llama"):
+    m = ctx.server.metrics()
+    return metric(m, "mminfer_generation_running_sequences", model=model) + \
+        metric(m, "mminfer_generation_waiting_sequences", model=model)
+
+
+def test_clients_that_leave_free_their_sequences(ctx):
+    before = metric(ctx.server.metrics(), "mminfer_generation_sequences_total", model="llama", finish="cancelled")
+    ids = ctx.prompts[0]
+
+    def leave(i):
+        s = socket.create_connection((ctx.server.host, ctx.server.port), timeout=60)
+        body = json.dumps({"model": "llama", "prompt": ids, "n": 4, "max_tokens": 250 - len(ids), "temperature": 1.0,
+                           "seed": i, "stream": True}).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        got = b""
+        while b"data: " not in got:  # the stream has begun
+            chunk = s.recv(4096)
+            assert chunk, "the server closed before the stream began"
+            got += chunk
+        s.close()
+        return True
+
+    results = in_threads(25, leave)
+    assert all(r is True for r in results), [r for r in results if r is not True][:3]
+    deadline = time.monotonic() + 30
+    while running(ctx) > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert running(ctx) == 0, "sequences still hold KV cache rows after their clients left"
+    m = ctx.server.metrics()
+    cancelled = metric(m, "mminfer_generation_sequences_total", model="llama", finish="cancelled") - before
+    assert cancelled >= 50, f"only {cancelled:.0f} of 100 sequences were cancelled when their clients left"
+    assert metric(m, "mminfer_kv_cache_sequences", model="llama", state="free") == 4
+    r = ctx.server.post_json("/v1/completions", body_for({"ids": ids, "max_tokens": 10}))
+    check_against_cli(ctx, {"ids": ids, "max_tokens": 10}, r.json()["choices"][0]["text"], None, "after the departures")
+
+
+def test_metrics_count_generation(ctx):
+    m = ctx.server.metrics()
+    for name in ("mminfer_generation_time_to_first_token_seconds_count", "mminfer_generation_time_per_output_token_seconds_count",
+                 "mminfer_generation_e2e_seconds_count", "mminfer_generation_output_tokens_total",
+                 "mminfer_generation_prompt_tokens_total"):
+        assert metric(m, name, model="llama") > 0, f"{name} did not move"
+    assert metric(m, "mminfer_kv_cache_bytes", model="llama") > 0
+    assert metric(m, "mminfer_generation_sequences_total", model="llama", finish="length") > 0
+
+
+def test_openai_npm_client(ctx):
+    """The official `openai` npm client (tools/node_modules, installed by scripts/bootstrap)."""
+    node = os.environ.get("MMINFER_NODE") or shutil.which("node")
+    assert node, "node is not installed: run scripts/bootstrap"
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, NODE_PATH=os.path.join(here, "..", "..", "tools", "node_modules"))
+    p = subprocess.run([node, os.path.join(here, "openai_generate_client.js"), "--url",
+                        f"http://{ctx.server.host}:{ctx.server.port}", "--model", "llama"],
+                       capture_output=True, text=True, timeout=240, env=env)
+    print(p.stdout, end="")
+    assert p.returncode == 0, f"the openai client's checks failed (exit {p.returncode}): {p.stderr.strip()[-500:]}"
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--mminfer", required=True)
+    a.add_argument("--models", required=True)
+    a.add_argument("--work", required=True)
+    args = a.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    ctx = Context()
+    ctx.mminfer = args.mminfer
+    ctx.cli_cache = {}
+    repo = make_repository(args.models, args.work)
+    ctx.folder = os.path.join(repo, "llama", "1")
+    ref = json.load(open(os.path.join(args.models, "llama-tiny", "reference", "reference.json")))
+    ctx.prompts = [ids for c in ref["cases"] for ids in c["prompt_ids"]]
+    ctx.server = Server(args.mminfer, repo)
+    try:
+        ctx.server.wait_ready()
+        failed = run_tests([test_models_lists_generators, test_completions_equal_cli_one_at_a_time,
+                        test_concurrent_requests_equal_cli, test_stream_has_openais_shape,
+                        test_n_choices_draw_from_consecutive_seeds, test_bad_requests_get_the_envelope_while_a_stream_goes_on,
+                        test_full_queue_answers_429, test_clients_that_leave_free_their_sequences,
+                        test_openai_npm_client, test_metrics_count_generation], ctx)
+    finally:
+        ctx.server.stop()
+    sys.exit(failed)
+
+
+if __name__ == "__main__":
+    main()
