@@ -1,5 +1,6 @@
 // mminfer loadgen --url URL : drives a running mminfer server with embedding requests and
-// reports req/s, p50/p90/p99 and errors by status.
+// reports req/s, p50/p90/p99 and errors by status; with --generate, streamed completions and
+// their output tokens/s, time to first token and time per output token.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "cli/commands.h"
 #include "serve/input_variants.h"
 #include "serve/loadgen.h"
+#include "serve/loadgen_generate.h"
 
 namespace mminfer::cli {
 
@@ -63,14 +65,58 @@ std::vector<std::string> load_inputs(const Args& args, const std::string& file_f
   return contents;
 }
 
+// --api-key-file's first line, else env MMINFER_API_KEY, else "".
+std::string api_key(const Args& args) {
+  if (!args.has("--api-key-file")) {
+    const char* key = std::getenv("MMINFER_API_KEY");
+    return key ? key : "";
+  }
+  std::ifstream f(args.get("--api-key-file"));
+  if (!f) throw Error("cannot read the --api-key-file " + args.get("--api-key-file"));
+  std::string key;
+  std::getline(f, key);
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) throw Error("the first line of --api-key-file " + args.get("--api-key-file") + " is empty");
+  return key;
+}
+
+std::chrono::milliseconds timeout(const Args& args, double fallback_s) {
+  double timeout_s = get_number(args, "--timeout", fallback_s);
+  if (!(timeout_s > 0)) throw Error("--timeout must be positive");
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(timeout_s * 1000)));
+}
+
+int loadgen_generate(const Args& args) {
+  serve::GenerateLoadOptions o;
+  o.url = args.get("--url");
+  o.model = args.get("--model", o.model);
+  o.concurrency = args.get_int("--concurrency", 1);
+  o.duration_s = get_number(args, "--duration", args.has("--requests") ? 0 : 30);
+  int requests = args.get_int("--requests", 0);
+  if (requests < 0) throw Error("--requests must not be negative");
+  o.max_requests = static_cast<uint64_t>(requests);
+  o.prompt = serve::parse_length_range(args.get("--prompt-tokens", "128"), "--prompt-tokens");
+  o.output = serve::parse_length_range(args.get("--output-tokens", "128"), "--output-tokens");
+  o.max_token_id = args.get_int("--max-token-id", 256);
+  o.sample = args.has("--sample");
+  o.seed = static_cast<uint64_t>(args.get_int("--seed", 1));
+  o.timeout = timeout(args, 120);
+  o.api_key = api_key(args);
+  serve::GenerateLoadReport report = serve::run_generate_load(o);
+  if (args.has("--json")) std::printf("%s\n", serve::format_json(report).c_str());
+  else std::fputs(serve::format_table(report).c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_loadgen(int argc, char** argv) {
   Args args(argc, argv, 2,
             {"--url", "--mix", "--concurrency", "--duration", "--requests", "--repeat-fraction", "--text", "--image",
              "--image-dir", "--audio", "--audio-dir", "--model", "--model-text", "--model-image", "--model-audio",
-             "--timeout", "--seed", "--first-input", "--api-key-file"},
-            {"--help", "--json"});
+             "--timeout", "--seed", "--first-input", "--api-key-file", "--prompt-tokens", "--output-tokens",
+             "--max-token-id"},
+            {"--help", "--json", "--generate", "--sample"});
   if (args.has("--help") || !args.has("--url")) {
     std::fputs(
         "usage: mminfer loadgen --url URL [--mix text:0.5,image:0.5] [--concurrency N] [--duration S]\n"
@@ -92,10 +138,19 @@ int cmd_loadgen(int argc, char** argv) {
         "  --model: model for every modality; --model-text, --model-image (clip), --model-audio (audio)\n"
         "  --timeout: seconds per connect and per request (30)\n"
         "  --api-key-file F: the first line of F is sent as Authorization: Bearer KEY (a server with API\n"
-        "    keys); or the key in env MMINFER_API_KEY\n",
+        "    keys); or the key in env MMINFER_API_KEY\n"
+        "generation: mminfer loadgen --url URL --generate --model NAME [--prompt-tokens 128|64-256]\n"
+        "                       [--output-tokens 128|64-256] [--max-token-id 256] [--sample] [--concurrency N]\n"
+        "                       [--duration S] [--requests N] [--json]\n"
+        "  streams POST {URL}/v1/completions: prompts of random token ids below --max-token-id, of a length\n"
+        "  drawn from --prompt-tokens, answers of a length drawn from --output-tokens (ignore_eos), greedy\n"
+        "  or --sample (temperature 1, a seed per request); for S seconds (30) or N requests. Reports output\n"
+        "  tokens/s, time to first token, time per output token and end to end p50/p90/p99 (ms), errors\n"
+        "  by status. --timeout: seconds per wait for more of an answer (120)\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }
+  if (args.has("--generate")) return loadgen_generate(args);
   serve::LoadgenOptions o;
   o.url = args.get("--url");
   if (args.has("--mix")) o.mix = serve::parse_mix(args.get("--mix"));
@@ -112,9 +167,7 @@ int cmd_loadgen(int argc, char** argv) {
   o.model_text = args.get("--model-text", o.model_text);
   o.model_image = args.get("--model-image", o.model_image);
   o.model_audio = args.get("--model-audio", o.model_audio);
-  double timeout_s = get_number(args, "--timeout", 30);
-  if (!(timeout_s > 0)) throw Error("--timeout must be positive");
-  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(timeout_s * 1000)));
+  o.timeout = timeout(args, 30);
   o.seed = static_cast<uint64_t>(args.get_int("--seed", 1));
   if (args.has("--first-input")) {
     double first = get_number(args, "--first-input", 0);
@@ -123,15 +176,7 @@ int cmd_loadgen(int argc, char** argv) {
     o.first_input = static_cast<uint64_t>(first);
   }
 
-  if (args.has("--api-key-file")) {
-    std::ifstream f(args.get("--api-key-file"));
-    if (!f) throw Error("cannot read the --api-key-file " + args.get("--api-key-file"));
-    std::getline(f, o.api_key);
-    while (!o.api_key.empty() && (o.api_key.back() == '\r' || o.api_key.back() == ' ')) o.api_key.pop_back();
-    if (o.api_key.empty()) throw Error("the first line of --api-key-file " + args.get("--api-key-file") + " is empty");
-  } else if (const char* key = std::getenv("MMINFER_API_KEY")) {
-    o.api_key = key;
-  }
+  o.api_key = api_key(args);
 
   serve::LoadgenReport report = serve::run_loadgen(o);
   if (args.has("--json")) std::printf("%s\n", serve::format_json(report).c_str());

@@ -1,5 +1,7 @@
 #include "serve/http_client.h"
 
+#include <limits>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -96,6 +98,44 @@ struct HttpClient::Impl {
     }
   }
 
+  // The answer's header, then its body piece by piece to on_piece (2xx) or whole (others).
+  HttpResult read_streamed(http::request<http::string_body>& req, const std::function<void(std::string_view)>& on_piece) {
+    const bool reused = connected;
+    if (!connected) connect();
+    stream.expires_after(timeout);
+    beast::error_code ec = run([&](auto handler) { http::async_write(stream, req, handler); });
+    if (ec && reused && stale_connection(ec)) {  // the kept connection had gone: once more, fresh
+      close();
+      connect();
+      stream.expires_after(timeout);
+      ec = run([&](auto handler) { http::async_write(stream, req, handler); });
+    }
+    http::response_parser<http::buffer_body> parser;
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // boost::none trips Boost 1.74 on Content-Length
+    if (!ec) ec = run([&](auto handler) { http::async_read_header(stream, buffer, parser, handler); });
+    const int status = ec ? 0 : static_cast<int>(parser.get().result_int());
+    std::string whole;
+    char piece[16384];
+    while (!ec && !parser.is_done()) {
+      parser.get().body().data = piece;
+      parser.get().body().size = sizeof piece;
+      stream.expires_after(timeout);
+      // read_some: back with whatever has arrived, where read would wait to fill the piece.
+      ec = run([&](auto handler) { http::async_read_some(stream, buffer, parser, handler); });
+      if (ec == http::error::need_buffer) ec = {};
+      const size_t n = sizeof piece - parser.get().body().size;
+      if (ec || n == 0) continue;
+      if (status / 100 == 2) on_piece(std::string_view(piece, n));
+      else whole.append(piece, n);
+    }
+    if (ec) {
+      close();
+      throw HttpConnectionError(error_kind(ec), "POST " + req.target().to_string() + " to " + host + ":" + port + ": " + ec.message());
+    }
+    if (!parser.get().keep_alive()) close();
+    return HttpResult{status, std::move(whole)};
+  }
+
   http::request<http::string_body> make(http::verb verb, const std::string& target) {
     http::request<http::string_body> req{verb, target, 11};
     req.set(http::field::host, host + ":" + port);
@@ -122,6 +162,15 @@ HttpResult HttpClient::post(const std::string& target, const std::string& body, 
   req.body() = body;
   req.prepare_payload();
   return impl_->request(req);
+}
+
+HttpResult HttpClient::post_streamed(const std::string& target, const std::string& body, const std::string& content_type,
+                                     const std::function<void(std::string_view)>& on_piece) {
+  auto req = impl_->make(http::verb::post, target);
+  req.set(http::field::content_type, content_type);
+  req.body() = body;
+  req.prepare_payload();
+  return impl_->read_streamed(req, on_piece);
 }
 
 HttpResult HttpClient::get(const std::string& target) {

@@ -5,8 +5,10 @@
 #pragma once
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "mminfer/status.h"
 
@@ -36,6 +38,11 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   HttpResult post(const std::string& target, const std::string& body, const std::string& content_type);
+  // As post, but a 2xx answer's body goes to `on_piece` as it arrives (a server-sent event
+  // stream) instead of into the result; other answers are read whole. The timeout bounds each
+  // wait for more of the body, not the whole answer.
+  HttpResult post_streamed(const std::string& target, const std::string& body, const std::string& content_type,
+                           const std::function<void(std::string_view piece)>& on_piece);
   HttpResult get(const std::string& target);
   // Sent with every request as `Authorization: Bearer KEY` (servers started with API keys).
   void set_bearer_token(const std::string& key);

@@ -73,5 +73,27 @@ TEST(HttpClient, ConnectionErrorsSayWhatKind) {
   }
 }
 
+TEST(HttpClient, StreamedPostHandsTheBodyOverInPiecesAndKeepsErrorsWhole) {
+  const std::string big(100000, 'e');
+  TestHttpServer server([&](const TestRequest& r) {
+    return r.target == "/bad" ? TestReply{400, "{\"error\": \"no\"}"} : TestReply{200, big + r.body};
+  });
+  HttpClient client("127.0.0.1", std::to_string(server.port()), 5s);
+  std::string got;
+  size_t pieces = 0;
+  HttpResult r = client.post_streamed("/x", "tail", "application/json", [&](std::string_view p) { got += p, ++pieces; });
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.body.empty());
+  EXPECT_EQ(got, big + "tail");
+  EXPECT_GT(pieces, 1u);  // larger than one read
+  got.clear();
+  r = client.post_streamed("/bad", "", "application/json", [&](std::string_view p) { got += p; });
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body, "{\"error\": \"no\"}");
+  EXPECT_TRUE(got.empty());
+  EXPECT_EQ(client.post("/x", "again", "text/plain").body, big + "again");  // the connection is still good
+  EXPECT_EQ(client.connections_opened(), 1u);
+}
+
 }  // namespace
 }  // namespace mminfer::serve
