@@ -18,6 +18,9 @@
 
 namespace mminfer::serve {
 
+// Which API a generation request came through: how its answer is shaped.
+enum class GenerationProtocol { kOpenAi, kTriton };
+
 struct GenerationRequest {
   std::string model;
   bool chat = false;

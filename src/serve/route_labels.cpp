@@ -21,7 +21,7 @@ RouteLabels model_route(const std::vector<std::string>& p) {
     at = 5;
   }
   if (p.size() == at) return {endpoint, p[2]};
-  if (p.size() == at + 1 && one_of(p[at], {"ready", "infer", "config", "stats"})) return {endpoint + "/" + p[at], p[2]};
+  if (p.size() == at + 1 && one_of(p[at], {"ready", "infer", "config", "stats", "generate", "generate_stream"})) return {endpoint + "/" + p[at], p[2]};
   return {kUnmatchedEndpoint, ""};
 }
 

@@ -1,7 +1,8 @@
-// OpenAI's text generation routes over a text-generation model's continuous batching:
-// POST /v1/completions and POST /v1/chat/completions, whole answers or server-sent events
-// (`stream`), each choice one sequence of the batch. A client that goes away mid-stream cancels
-// its sequences, which free their cache rows at the next step.
+// Text generation routes over a text-generation model's continuous batching: OpenAI's POST
+// /v1/completions and /v1/chat/completions, and Triton's generate extension (POST
+// /v2/models/{m}[/versions/{v}]/generate and /generate_stream), whole answers or server-sent
+// events, each choice one sequence of the batch. A client that goes away mid-stream cancels its
+// sequences, which free their cache rows at the next step.
 #include <chrono>
 #include <mutex>
 #include <random>
@@ -36,8 +37,10 @@ std::string random_id(const char* prefix) {
 // it comes. Shared by the jobs' callbacks (on the batcher's thread) and the route.
 class GenerationCall {
  public:
-  GenerationCall(const GenerationRequest& request, std::string model, size_t choices, size_t prompt_tokens, Reply reply)
-      : chat_(request.chat), include_usage_(request.include_usage), model_(std::move(model)),
+  GenerationCall(const GenerationRequest& request, GenerationProtocol protocol, const ServedModel& model, size_t choices,
+                 size_t prompt_tokens, Reply reply)
+      : chat_(request.chat), triton_(protocol == GenerationProtocol::kTriton), include_usage_(request.include_usage),
+        model_(model.name()), version_(std::to_string(model.version())),
         id_(random_id(request.chat ? "chatcmpl-" : "cmpl-")),
         created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
         results_(choices), left_(choices), prompt_tokens_(prompt_tokens), reply_(std::move(reply)),
@@ -50,7 +53,7 @@ class GenerationCall {
 
   // The stream's first chunks (chat: each choice's role), written before any job can add text.
   void begin_stream() {
-    if (chat_)
+    if (chat_ && !triton_)
       for (size_t i = 0; i < results_.size(); ++i) send(chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr));
   }
   // Answers with the event stream once every choice is queued; what was written so far goes first.
@@ -72,7 +75,7 @@ class GenerationCall {
   }
 
   void on_done(size_t choice, generate::JobResult r) {
-    if (stream_ && r.error.empty() && !r.cancelled) send(chunk(choice, nullptr, finish_reason(r.sequence.reason)));
+    if (stream_ && !triton_ && r.error.empty() && !r.cancelled) send(chunk(choice, nullptr, finish_reason(r.sequence.reason)));
     std::lock_guard lock(mutex_);
     results_[choice] = std::move(r);
     if (--left_ == 0) finish();
@@ -91,6 +94,7 @@ class GenerationCall {
  private:
   // A chunk of the stream for one choice: text (chat: a delta) and, at its end, why it stopped.
   json chunk(size_t choice, const json& content, const char* reason) const {
+    if (triton_) return {{"model_name", model_}, {"model_version", version_}, {"text_output", content}};
     json c = {{"index", choice}};
     if (chat_) c["delta"] = content.is_object() ? content : content.is_null() ? json::object() : json{{"content", content}};
     else c["text"] = content.is_null() ? "" : content, c["logprobs"] = nullptr;
@@ -122,7 +126,9 @@ class GenerationCall {
     for (const auto& r : results_)
       if (!r.error.empty()) error = r.error;
     if (stream_) {
-      if (!error.empty()) {
+      if (!error.empty() && triton_) {
+        send({{"error", error}});
+      } else if (!error.empty()) {
         json e = {{"error", {{"message", error}, {"type", openai_error_type(500)}, {"param", nullptr}, {"code", nullptr}}}};
         send(e);
       } else if (include_usage_) {
@@ -132,11 +138,23 @@ class GenerationCall {
         j["usage"] = usage();
         send(j);
       }
-      stream_->write("data: [DONE]\n\n");
+      if (!triton_) stream_->write("data: [DONE]\n\n");  // Triton's stream just ends
       stream_->end();
       return;
     }
-    if (!error.empty()) return reply_(openai_error(500, "generation failed: " + error));
+    if (!error.empty()) {
+      const std::string message = "generation failed: " + error;
+      return reply_(triton_ ? error_response(500, message) : openai_error(500, message));
+    }
+    if (triton_) {
+      const auto& r = results_[0];
+      return reply_(json_response({{"model_name", model_},
+                                   {"model_version", version_},
+                                   {"text_output", r.sequence.text},
+                                   {"finish_reason", finish_reason(r.sequence.reason)},
+                                   {"prompt_tokens", prompt_tokens_},
+                                   {"completion_tokens", r.sequence.tokens.size()}}));
+    }
     json choices = json::array();
     for (size_t i = 0; i < results_.size(); ++i) {
       const auto& r = results_[i];
@@ -151,8 +169,8 @@ class GenerationCall {
     reply_(json_response(j));
   }
 
-  const bool chat_, include_usage_;
-  const std::string model_, id_;
+  const bool chat_, triton_, include_usage_;
+  const std::string model_, version_, id_;
   const int64_t created_;
   std::mutex mutex_;
   std::vector<generate::JobResult> results_;
@@ -187,7 +205,38 @@ void Server::observe_generation(const std::string& model, const generate::JobRes
 
 void Server::generate(const HttpRequest& req, const Reply& reply, bool chat) {
   GenerationRequest request = GenerationRequest::parse(parse_request_json(req.body), chat);
-  std::shared_ptr<ServedModel> model = openai_model(request.model);
+  generate(request, openai_model(request.model), reply, GenerationProtocol::kOpenAi);
+}
+
+void Server::triton_generate(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, bool stream,
+                             const Reply& reply) {
+  json body = parse_request_json(req.body);
+  if (!body.is_object()) throw RequestError(400, "the request must be a JSON object with 'text_input'");
+  if (!body.contains("text_input") || !body["text_input"].is_string())
+    throw RequestError(400, "the request needs 'text_input' as a string");
+  // Triton's inputs and `parameters` both name settings; as an OpenAI completion they are
+  // checked by one reader.
+  json openai = {{"model", model->name()}, {"prompt", body["text_input"]}};
+  for (const json* settings : {&body, body.contains("parameters") ? &body["parameters"] : nullptr}) {
+    if (!settings) continue;
+    if (!settings->is_object()) throw RequestError(400, "'parameters' must be an object");
+    for (const auto& [key, value] : settings->items())
+      if (key != "text_input" && key != "parameters" && key != "id" && key != "model") openai[key] = value;
+  }
+  if (openai.contains("stream") && openai["stream"] != json(stream))
+    throw RequestError(400, std::string("'stream' is set by the route here: ") + (stream ? "generate_stream" : "generate"));
+  if (openai.contains("n") && openai["n"] != json(1)) throw RequestError(400, "Triton's generate makes one answer: 'n' must be 1");
+  openai["stream"] = stream;
+  generate(GenerationRequest::parse(openai, false), model, reply, GenerationProtocol::kTriton);
+}
+
+void Server::generate(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply,
+                      GenerationProtocol protocol) {
+  const bool chat = request.chat;
+  const bool triton = protocol == GenerationProtocol::kTriton;
+  auto refusal = [&](int status, const std::string& message) {
+    return triton ? error_response(status, message) : openai_error(status, message);
+  };
   ServedGenerator* generator = model->generator();
   if (!generator)
     throw RequestError(400, "model '" + request.model + "' does not generate text (it is " + model->kind() + ")", "model");
@@ -230,7 +279,7 @@ void Server::generate(const HttpRequest& req, const Reply& reply, bool chat) {
 
   // OpenAI's defaults: 16 tokens for a completion, the rest of the context for a chat.
   const uint64_t seed = request.seed ? *request.seed : std::random_device{}();
-  auto call = std::make_shared<GenerationCall>(request, request.model, choices, prompt_tokens, reply);
+  auto call = std::make_shared<GenerationCall>(request, protocol, *model, choices, prompt_tokens, reply);
   if (call->streaming()) call->begin_stream();
   for (size_t i = 0; i < choices; ++i) {
     const auto& ids = prompts[i / request.n];
@@ -250,11 +299,11 @@ void Server::generate(const HttpRequest& req, const Reply& reply, bool chat) {
     try {
       queued = generator->submit(std::move(job));
     } catch (const std::exception& e) {  // a setting the folder's config makes impossible
-      return call->refuse(openai_error(400, e.what()), choices - i);
+      return call->refuse(refusal(400, e.what()), choices - i);
     }
     if (!queued) {
-      HttpResponse busy = openai_error(429, "model '" + request.model + "' has " + std::to_string(generator->waiting()) +
-                                                " requests waiting, its limit; retry shortly");
+      HttpResponse busy = refusal(429, "model '" + request.model + "' has " + std::to_string(generator->waiting()) +
+                                           " requests waiting, its limit; retry shortly");
       busy.headers.emplace_back("Retry-After", "1");
       return call->refuse(std::move(busy), choices - i);
     }

@@ -63,7 +63,7 @@ void Server::kserve(const std::shared_ptr<const HttpRequest>& owner, const std::
     return reply(json_response({{"model_stats", all}}));
   }
   if (p.size() >= 3 && p[1] == "models") {
-    // /v2/models/{name}[/versions/{v}][/ready|/infer|/config|/stats]
+    // /v2/models/{name}[/versions/{v}][/ready|/infer|/config|/stats|/generate|/generate_stream]
     size_t at = 3;
     int version = 0;
     if (p.size() >= 5 && p[3] == "versions") {
@@ -94,6 +94,10 @@ void Server::kserve(const std::shared_ptr<const HttpRequest>& owner, const std::
     if (action == "infer") {
       if (!post) return not_allowed();
       return kserve_infer(owner, model, reply);
+    }
+    if (action == "generate" || action == "generate_stream") {
+      if (!post) return not_allowed();
+      return triton_generate(*owner, model, action == "generate_stream", reply);
     }
   }
   reply(error_response(404, "no route " + req.path));

@@ -1,6 +1,7 @@
 // mminfer serve: the model repository behind HTTP.
 //   KServe v2 REST   /v2, /v2/health/{live,ready}, /v2/models/{m}[/versions/{v}][/ready|/infer],
 //                    /v2/repository/index, /v2/repository/models/{m}/{load,unload}
+//                    POST /v2/models/{m}[/versions/{v}]/generate[_stream] (Triton's generate extension)
 //   OpenAI-style     POST /v1/embeddings (texts, images or audio as base64 data URLs),
 //                    POST /v1/completions, /v1/chat/completions (text generation, streamed or not),
 //                    GET /v1/models[/{id}]; errors in OpenAI's envelope (openai_error.h)
@@ -20,6 +21,7 @@
 #include "generate/continuous_batcher.h"
 #include "serve/access_policy.h"
 #include "serve/feature_store.h"
+#include "serve/generation_request.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/model_repository.h"
@@ -75,8 +77,12 @@ class Server {
   void embeddings(const HttpRequest& req, const Reply& reply);
   void ocr(const HttpRequest& req, const Reply& reply);
   void classify(const HttpRequest& req, const Reply& reply);
-  // routes_generate.cpp: /v1/completions, /v1/chat/completions (chat)
+  // routes_generate.cpp: /v1/completions, /v1/chat/completions (chat), and Triton's
+  // /v2/models/{m}[/versions/{v}]/generate[_stream]; both end in the shared generate().
   void generate(const HttpRequest& req, const Reply& reply, bool chat);
+  void triton_generate(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, bool stream, const Reply& reply);
+  void generate(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply,
+                GenerationProtocol protocol);
 
   // Also records `name` as the model the request is counted under in /metrics.
   std::shared_ptr<ServedModel> find_model(const std::string& name, int version, const Reply& reply) const;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`mminfer serve` generating text: /v1/completions and /v1/chat/completions over the llama-tiny
 test model with continuous batching. Answers equal `mminfer generate`'s for the same prompt,
-settings and seed, alone and with many requests sharing the batch, streamed or not; the event
+settings and seed, alone and with many requests sharing the batch, streamed or not, through
+OpenAI's routes and Triton's generate extension; the event
 stream has OpenAI's shape and the official `openai` npm client reads it; a full queue answers
 429; clients that leave mid-stream free their sequences; bad requests get OpenAI's error
 envelope while other streams go on.
@@ -345,6 +346,43 @@ def test_metrics_count_generation(ctx):
     assert metric(m, "mminfer_generation_sequences_total", model="llama", finish="length") > 0
 
 
+def test_triton_generate_extension(ctx):
+    """Triton's generate and generate_stream: settings as inputs or under parameters, the CLI's
+    text, KServe's {"error": text} for bad requests."""
+    case = {"ids": ctx.prompts[2], "max_tokens": 21, "temperature": 1.2, "seed": 5}
+    text = ctx.server.post_json("/v1/completions", body_for(case)).json()["choices"][0]["text"]
+    check_against_cli(ctx, case, text, None, "the completion beside Triton's")
+    # Triton takes text: the same prompt as text through both routes.
+    plain = {"model": "llama", "prompt": "a b c", "max_tokens": 21, "temperature": 1.2, "seed": 5}
+    want = ctx.server.post_json("/v1/completions", plain).json()["choices"][0]["text"]
+    r = ctx.server.post_json("/v2/models/llama/generate", {"text_input": "a b c", "max_tokens": 21,
+                                                           "parameters": {"temperature": 1.2, "seed": 5}})
+    assert r.status == 200, r.body[:200]
+    j = r.json()
+    assert j["model_name"] == "llama" and j["model_version"] == "1" and j["text_output"] == want, j
+    assert j["completion_tokens"] == 21 and j["finish_reason"] == "length", j
+    conn = ctx.server.connection(timeout=120)
+    conn.request("POST", "/v2/models/llama/versions/1/generate_stream",
+                 body=json.dumps({"text_input": "a b c", "parameters": {"max_tokens": 21, "temperature": 1.2, "seed": 5}}),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("Content-Type").startswith("text/event-stream")
+    events = read_events(resp)
+    conn.close()
+    assert all(set(e) == {"model_name", "model_version", "text_output"} for e in events), events[:2]
+    assert "".join(e["text_output"] for e in events) == want, "generate_stream's pieces differ from generate's text"
+    for path, body, status in (("/v2/models/llama/generate", {"parameters": {"max_tokens": 3}}, 400),
+                               ("/v2/models/llama/generate", {"text_input": "x", "parameters": {"max_tokens": 0}}, 400),
+                               ("/v2/models/llama/generate", {"text_input": "x", "parameters": 3}, 400),
+                               ("/v2/models/llama/generate", {"text_input": "x", "n": 2}, 400),
+                               ("/v2/models/llama/versions/9/generate", {"text_input": "x"}, 404),
+                               ("/v2/models/nope/generate_stream", {"text_input": "x"}, 404)):
+        r = ctx.server.post_json(path, body)
+        assert r.status == status, f"{path} {body}: expected {status}, got {r.status} {r.body[:200]!r}"
+        e = r.json()["error"]
+        assert isinstance(e, str) and e, f"{path} {body}: KServe's error is text, got {e!r}"
+
+
 def test_openai_npm_client(ctx):
     """The official `openai` npm client (tools/node_modules, installed by scripts/bootstrap)."""
     node = os.environ.get("MMINFER_NODE") or shutil.which("node")
@@ -379,7 +417,7 @@ def main():
                         test_concurrent_requests_equal_cli, test_stream_has_openais_shape,
                         test_n_choices_draw_from_consecutive_seeds, test_bad_requests_get_the_envelope_while_a_stream_goes_on,
                         test_full_queue_answers_429, test_clients_that_leave_free_their_sequences,
-                        test_openai_npm_client, test_metrics_count_generation], ctx)
+                        test_triton_generate_extension, test_openai_npm_client, test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()
     sys.exit(failed)
