@@ -34,6 +34,7 @@ RouteLabels route_labels(const std::vector<std::string>& p) {
   if (p[0] == "v1") {
     if (p.size() == 2 && one_of(p[1], {"embeddings", "ocr", "classify", "models", "completions"})) return {"/v1/" + p[1], ""};
     if (p.size() == 3 && p[1] == "chat" && p[2] == "completions") return {"/v1/chat/completions", ""};
+    if (p.size() == 3 && p[1] == "audio" && p[2] == "transcriptions") return {"/v1/audio/transcriptions", ""};
     if (p.size() == 3 && p[1] == "models") return {"/v1/models/{model}", p[2]};
     return unmatched;
   }

@@ -183,6 +183,10 @@ void Server::v1(const HttpRequest& req, const std::vector<std::string>& p, const
     if (p.size() == 2) return list_models(reply);
     return reply(json_response(model_card(*openai_model(p[2]))));
   }
+  if (p.size() == 3 && p[1] == "audio" && p[2] == "transcriptions") {
+    if (!post) method_not_allowed();
+    return transcriptions(req, reply);
+  }
   if ((p.size() == 2 && p[1] == "completions") || (p.size() == 3 && p[1] == "chat" && p[2] == "completions")) {
     if (!post) method_not_allowed();
     return generate(req, reply, p.size() == 3);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/parallel.h"
+#include "modal/audio/load.h"
 #include "modal/image/image.h"
 #include "pipelines/clip/clip_pipeline.h"
 #include "pipelines/embedding_accuracy.h"
@@ -106,12 +107,31 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
   const bool may_generate = fs::exists(d / "pipeline.json") || fs::exists(d / "config.json") || fs::exists(d / "tokenizer.json");
   if (auto generative = may_generate ? pipelines::detect_generative_folder(dir) : std::nullopt) {
     kind_ = pipelines::kind_name(generative->kind);
-    if (generative->kind != pipelines::GenerativeKind::kTextGeneration)
+    const bool speech = generative->kind == pipelines::GenerativeKind::kSpeechToText;
+    if (generative->kind != pipelines::GenerativeKind::kTextGeneration && !speech)
       throw Error(dir + ": serving " + kind_ + " models is not available yet (`mminfer " +
                   pipelines::kind_command(generative->kind) + "` runs it)");
     refuse_min_cosine();
     preprocess_id_ = sha256_hex(kind_ + "|" + dir + "|" + std::to_string(version_) + "|" + folder_digest(dir));
-    generator_ = std::make_unique<ServedGenerator>(dir, config_);
+    if (!speech) {
+      generator_ = std::make_unique<ServedGenerator>(dir, config_);
+      return;
+    }
+    // Each instance transcribes one file at a time; its windows already decode as one batch.
+    using SpeechQueue = BatchQueue<TranscribeJob, pipelines::Transcript>;
+    std::vector<SpeechQueue::RunBatch> runs;
+    for (int k = 0; k < config_.instances; ++k) {
+      speech_.push_back(std::make_unique<pipelines::SpeechToText>(dir, config_.session, config_.generation.kv_cache));
+      runs.push_back([this, stt = speech_.back().get()](std::vector<TranscribeJob>& in) {
+        return per_item<TranscribeJob, pipelines::Transcript>(in, [this, stt](const TranscribeJob& job) {
+          audio::LoadOptions load;
+          load.sample_rate = stt->sample_rate();
+          load.max_seconds = config_.limits.max_audio_seconds;
+          return stt->transcribe(audio::load_audio(job.audio, load), job.options);
+        });
+      });
+    }
+    speech_q_ = std::make_unique<SpeechQueue>(one, std::move(runs), observe_as("speech"));
     return;
   }
   // A folder of the published PP-OCRv4 files is an ocr pipeline even without pipeline.json.
@@ -223,6 +243,7 @@ ServedModel::~ServedModel() {
   text_q_.reset();
   ocr_q_.reset();
   tensor_q_.reset();
+  speech_q_.reset();
 }
 
 bool ServedModel::takes(Modality m) const {
@@ -275,6 +296,10 @@ std::vector<BatchResult<std::vector<ocr::OcrLine>>> ServedModel::read_lines(ocr:
 }
 
 bool ServedModel::ocr(Bytes encoded, OcrDone done) { return ocr_q_ && ocr_q_->push(std::move(encoded), std::move(done)); }
+bool ServedModel::transcribe(TranscribeJob job, TranscriptDone done) {
+  return speech_q_ && speech_q_->push(std::move(job), std::move(done));
+}
+
 bool ServedModel::infer(std::vector<NamedTensor> inputs, TensorsDone done) {
   return tensor_q_ && tensor_q_->push(std::move(inputs), std::move(done));
 }

@@ -21,6 +21,7 @@
 #include "modal/image/image.h"
 #include "pipelines/embedder.h"
 #include "pipelines/embedding_accuracy.h"
+#include "pipelines/generation/speech_to_text.h"
 #include "pipelines/ocr/ocr_pipeline.h"
 #include "serve/batch_queue.h"
 #include "serve/kserve_bytes.h"
@@ -34,6 +35,12 @@ using pipelines::Embedding;
 using pipelines::Modality;
 
 // Told after every batch, for the metrics.
+// One audio file to transcribe, with its options (language, timestamps).
+struct TranscribeJob {
+  std::vector<uint8_t> audio;
+  pipelines::TranscribeOptions options;
+};
+
 using BatchObserver = std::function<void(const std::string& model, const char* queue, size_t batch, double queue_ms,
                                          double compute_ms)>;
 
@@ -66,10 +73,14 @@ class ServedModel {
   bool is_tensor_model() const { return !sessions_.empty(); }
   const pipelines::Embedder* embedder() const { return embedders_.empty() ? nullptr : embedders_[0].get(); }
   ServedGenerator* generator() const { return generator_.get(); }  // null unless text-generation
+  bool transcribes() const { return speech_q_ != nullptr; }         // a speech-to-text folder
+  // Throws Error unless the folder has Whisper's timestamp tokens (segments, srt, vtt).
+  void require_timestamps() const { speech_.at(0)->require_timestamps(); }
 
   using EmbeddingDone = std::function<void(BatchResult<Embedding>)>;
   using OcrDone = std::function<void(BatchResult<std::vector<ocr::OcrLine>>)>;
   using TensorsDone = std::function<void(BatchResult<std::vector<Tensor>>)>;
+  using TranscriptDone = std::function<void(BatchResult<pipelines::Transcript>)>;
 
   // Each returns false, without calling `done`, when that queue is full.
   bool embed_image(Bytes encoded, EmbeddingDone done);
@@ -77,6 +88,7 @@ class ServedModel {
   bool embed_audio(Bytes encoded, EmbeddingDone done);
   bool ocr(Bytes encoded, OcrDone done);
   bool infer(std::vector<NamedTensor> inputs, TensorsDone done);
+  bool transcribe(TranscribeJob job, TranscriptDone done);
 
   // Tensor models: the session's inputs and outputs (empty for pipelines).
   const std::vector<ValueInfo>& input_info() const;
@@ -113,6 +125,7 @@ class ServedModel {
     if (audio_q_) n += f(*audio_q_);
     if (ocr_q_) n += f(*ocr_q_);
     if (tensor_q_) n += f(*tensor_q_);
+    if (speech_q_) n += f(*speech_q_);
     return n;
   }
   // The image decoder's options under this model's limits.
@@ -143,12 +156,14 @@ class ServedModel {
   std::vector<std::unique_ptr<Session>> sessions_;
   std::vector<std::unique_ptr<ocr::OcrPipeline>> ocrs_;
   std::vector<std::unique_ptr<pipelines::Embedder>> embedders_;
+  std::vector<std::unique_ptr<pipelines::SpeechToText>> speech_;
   // Last: destroyed first, so they drain while what they run still exists.
   std::unique_ptr<BatchQueue<Bytes, Embedding>> image_q_;
   std::unique_ptr<BatchQueue<std::string, Embedding>> text_q_;
   std::unique_ptr<BatchQueue<Bytes, Embedding>> audio_q_;
   std::unique_ptr<BatchQueue<Bytes, std::vector<ocr::OcrLine>>> ocr_q_;
   std::unique_ptr<BatchQueue<std::vector<NamedTensor>, std::vector<Tensor>>> tensor_q_;
+  std::unique_ptr<BatchQueue<TranscribeJob, pipelines::Transcript>> speech_q_;
   std::unique_ptr<ServedGenerator> generator_;
 };
 

@@ -4,6 +4,7 @@
 //                    POST /v2/models/{m}[/versions/{v}]/generate[_stream] (Triton's generate extension)
 //   OpenAI-style     POST /v1/embeddings (texts, images or audio as base64 data URLs),
 //                    POST /v1/completions, /v1/chat/completions (text generation, streamed or not),
+//                    POST /v1/audio/transcriptions (multipart form, speech-to-text models),
 //                    GET /v1/models[/{id}]; errors in OpenAI's envelope (openai_error.h)
 //   pipelines        POST /v1/ocr (image bytes, or JSON with base64), POST /v1/classify
 //   Prometheus       GET /metrics;  a page for people at GET /
@@ -80,6 +81,8 @@ class Server {
   // routes_generate.cpp: /v1/completions, /v1/chat/completions (chat), and Triton's
   // /v2/models/{m}[/versions/{v}]/generate[_stream]; both end in the shared generate().
   void generate(const HttpRequest& req, const Reply& reply, bool chat);
+  // routes_audio.cpp: /v1/audio/transcriptions
+  void transcriptions(const HttpRequest& req, const Reply& reply);
   void triton_generate(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, bool stream, const Reply& reply);
   void generate(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply,
                 GenerationProtocol protocol);

@@ -32,7 +32,7 @@ class Context:
 
 def make_repository(models, work):
     """llama (with a chat template, 4 sequences at once) and llama-one (1 sequence, 2 waiting,
-    no template), both copies of llama-tiny."""
+    no template), both copies of llama-tiny; whisper, a copy of whisper-tiny-test."""
     repo = os.path.join(work, "repository")
     shutil.rmtree(repo, ignore_errors=True)
     source = os.path.join(models, "llama-tiny")
@@ -44,6 +44,8 @@ def make_repository(models, work):
             json.dump(config, f)
     with open(os.path.join(repo, "llama", "1", "chat_template.jinja"), "w") as f:
         f.write(CHATML)
+    shutil.copytree(os.path.join(models, "whisper-tiny-test"), os.path.join(repo, "whisper", "1"),
+                    ignore=shutil.ignore_patterns("reference"))
     return repo
 
 
@@ -383,6 +385,74 @@ def test_triton_generate_extension(ctx):
         assert isinstance(e, str) and e, f"{path} {body}: KServe's error is text, got {e!r}"
 
 
+def multipart(fields, files):
+    """A multipart/form-data body: fields {name: text}, files {name: (filename, bytes)}."""
+    boundary = "mminfer-test-7f3a"
+    out = b""
+    for k, v in fields.items():
+        out += f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+    for k, (filename, data) in files.items():
+        out += (f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"; filename="{filename}"\r\n'
+                f'Content-Type: application/octet-stream\r\n\r\n').encode() + data + b"\r\n"
+    return out + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def transcribe(ctx, fields, files):
+    body, ctype = multipart(fields, files)
+    return ctx.server.request("POST", "/v1/audio/transcriptions", body=body, headers={"Content-Type": ctype}, timeout=120)
+
+
+def cli_transcript(ctx, wav, timestamps):
+    args = [ctx.mminfer, "transcribe", "--pipeline", ctx.whisper, "--json", wav] + (["--timestamps"] if timestamps else [])
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)["results"][0]
+
+
+def test_audio_transcriptions(ctx):
+    """/v1/audio/transcriptions: the text and segments of `mminfer transcribe`, in every
+    response_format; bad forms get the envelope."""
+    for wav in ctx.wavs:
+        data = open(wav, "rb").read()
+        want = cli_transcript(ctx, wav, False)["text"].strip()
+        r = transcribe(ctx, {"model": "whisper"}, {"file": ("clip.wav", data)})
+        assert r.status == 200 and r.json() == {"text": want}, f"{wav}: {r.status} {r.body[:200]!r}"
+        r = transcribe(ctx, {"model": "whisper", "response_format": "text"}, {"file": ("clip.wav", data)})
+        assert r.body.decode() == want + "\n" and r.headers["content-type"].startswith("text/plain")
+        timed = cli_transcript(ctx, wav, True)
+        r = transcribe(ctx, {"model": "whisper", "response_format": "verbose_json"}, {"file": ("clip.wav", data)})
+        v = r.json()
+        assert v["text"] == timed["text"].strip() and v["language"] and v["duration"] > 0, v
+        got = [(s["start"], s["end"], s["text"], s["tokens"]) for s in v["segments"]]
+        assert got == [(s["start"], s["end"], s["text"], s["tokens"]) for s in timed["segments"]], f"{wav}: segments differ"
+        srt = transcribe(ctx, {"model": "whisper", "response_format": "srt"}, {"file": ("clip.wav", data)}).body.decode()
+        vtt = transcribe(ctx, {"model": "whisper", "response_format": "vtt"}, {"file": ("clip.wav", data)}).body.decode()
+        assert vtt.startswith("WEBVTT\n\n") and srt.count(" --> ") == vtt.count(" --> ") == len(got), (srt[:200], vtt[:200])
+        if got:
+            first = got[0]
+            stamp = f"{int(first[0] // 60):02d}:{first[0] % 60:06.3f}".replace(".", ",")
+            assert srt.startswith(f"1\n00:{stamp} --> "), srt[:60]
+    wav = open(ctx.wavs[0], "rb").read()
+    for fields, files, status, param in (
+            ({"model": "whisper"}, {"file": ("notes.txt", b"not audio at all")}, 400, "file"),
+            ({"model": "whisper"}, {}, 400, "file"),
+            ({}, {"file": ("a.wav", wav)}, 400, "model"),
+            ({"model": "nope"}, {"file": ("a.wav", wav)}, 404, "model"),
+            ({"model": "llama"}, {"file": ("a.wav", wav)}, 400, "model"),
+            ({"model": "whisper", "response_format": "docx"}, {"file": ("a.wav", wav)}, 400, "response_format"),
+            ({"model": "whisper", "temperature": "0.7"}, {"file": ("a.wav", wav)}, 400, "temperature"),
+            ({"model": "whisper", "prompt": "earlier words"}, {"file": ("a.wav", wav)}, 400, "prompt")):
+        r = transcribe(ctx, fields, files)
+        e = r.openai_error()
+        assert r.status == status and e["param"] == param, f"{fields} {list(files)}: {r.status} {e}"
+    r = ctx.server.request("POST", "/v1/audio/transcriptions", body=b'{"model": "whisper"}',
+                           headers={"Content-Type": "application/json"})
+    assert r.status == 400 and "multipart/form-data" in r.openai_error()["message"]
+    body, ctype = multipart({"model": "whisper"}, {"file": ("a.wav", wav)})
+    r = ctx.server.request("POST", "/v1/audio/transcriptions", body=body[:len(body) // 2], headers={"Content-Type": ctype})
+    assert r.status == 400 and "closing boundary" in r.openai_error()["message"], r.body[:200]
+
+
 def test_openai_npm_client(ctx):
     """The official `openai` npm client (tools/node_modules, installed by scripts/bootstrap)."""
     node = os.environ.get("MMINFER_NODE") or shutil.which("node")
@@ -390,7 +460,8 @@ def test_openai_npm_client(ctx):
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, NODE_PATH=os.path.join(here, "..", "..", "tools", "node_modules"))
     p = subprocess.run([node, os.path.join(here, "openai_generate_client.js"), "--url",
-                        f"http://{ctx.server.host}:{ctx.server.port}", "--model", "llama"],
+                        f"http://{ctx.server.host}:{ctx.server.port}", "--model", "llama", "--audio-model", "whisper",
+                        "--audio", ctx.wavs[1], "--audio-text", cli_transcript(ctx, ctx.wavs[1], False)["text"].strip()],
                        capture_output=True, text=True, timeout=240, env=env)
     print(p.stdout, end="")
     assert p.returncode == 0, f"the openai client's checks failed (exit {p.returncode}): {p.stderr.strip()[-500:]}"
@@ -410,6 +481,9 @@ def main():
     ctx.folder = os.path.join(repo, "llama", "1")
     ref = json.load(open(os.path.join(args.models, "llama-tiny", "reference", "reference.json")))
     ctx.prompts = [ids for c in ref["cases"] for ids in c["prompt_ids"]]
+    ctx.whisper = os.path.join(repo, "whisper", "1")
+    clips = os.path.join(args.models, "whisper-tiny-test", "reference")
+    ctx.wavs = [os.path.join(clips, n) for n in ("speech-0.4s.wav", "speech-2.5s.wav", "speech-31.3s.wav")]
     ctx.server = Server(args.mminfer, repo)
     try:
         ctx.server.wait_ready()
@@ -417,7 +491,8 @@ def main():
                         test_concurrent_requests_equal_cli, test_stream_has_openais_shape,
                         test_n_choices_draw_from_consecutive_seeds, test_bad_requests_get_the_envelope_while_a_stream_goes_on,
                         test_full_queue_answers_429, test_clients_that_leave_free_their_sequences,
-                        test_triton_generate_extension, test_openai_npm_client, test_metrics_count_generation], ctx)
+                        test_triton_generate_extension, test_audio_transcriptions, test_openai_npm_client,
+                        test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()
     sys.exit(failed)

@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 // `mminfer serve`'s text generation through the official `openai` npm client, unchanged:
 //
-//   node openai_generate_client.js --url BASE --model NAME
+//   node openai_generate_client.js --url BASE --model NAME --audio-model NAME --audio WAV --audio-text TEXT
 //
-// (a running server; tests/serve/generate_e2e.py starts it). Checks chat.completions.create and
+// (a running server; tests/serve/generate_e2e.py starts it, and passes --audio-model, --audio and
+// the text `mminfer transcribe` makes of it). Checks chat.completions.create and
 // completions.create whole and streamed (`for await` over the chunks, usage with
 // stream_options), that the streamed text is the whole answer's, n choices, leaving a stream early,
-// and errors the client turns into err.status and err.param. Prints one line per check and
+// audio.transcriptions.create with a file upload, and errors the client turns into err.status and
+// err.param. Prints one line per check and
 // 'N passed, N failed'. The client comes from tools/node_modules (NODE_PATH, or the path below).
 'use strict';
 const assert = require('node:assert/strict');
@@ -24,12 +26,13 @@ function args() {
   const get = (flag) => {
     const i = a.indexOf(flag);
     if (i < 0 || i + 1 >= a.length) {
-      console.error('usage: openai_generate_client.js --url BASE --model NAME');
+      console.error('usage: openai_generate_client.js --url BASE --model NAME --audio-model NAME --audio WAV --audio-text TEXT');
       process.exit(2);
     }
     return a[i + 1];
   };
-  return { url: get('--url'), model: get('--model') };
+  return { url: get('--url'), model: get('--model'), audioModel: get('--audio-model'), audio: get('--audio'),
+    audioText: get('--audio-text') };
 }
 
 async function collect(stream) {
@@ -48,7 +51,7 @@ async function collect(stream) {
 }
 
 async function main() {
-  const { url, model } = args();
+  const { url, model, audioModel, audio, audioText } = args();
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
   const messages = [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'what is in the box?' }];
   const checks = [
@@ -91,6 +94,16 @@ async function main() {
       assert.ok(stream.controller.signal.aborted, 'the request was not aborted');
       const after = await client.completions.create({ model, prompt: 'still there?', max_tokens: 4 });
       assert.equal(after.choices.length, 1);
+    }],
+    ['audio.transcriptions.create uploads a file and reads the text', async () => {
+      const file = await OpenAI.toFile(require('node:fs').readFileSync(audio), 'clip.wav');
+      const json = await client.audio.transcriptions.create({ model: audioModel, file });
+      assert.equal(json.text, audioText);
+      const verbose = await client.audio.transcriptions.create({
+        model: audioModel, file: await OpenAI.toFile(require('node:fs').readFileSync(audio), 'clip.wav'),
+        response_format: 'verbose_json', timestamp_granularities: ['segment'],
+      });
+      assert.ok(Array.isArray(verbose.segments) && verbose.duration > 0, JSON.stringify(verbose).slice(0, 200));
     }],
     ['errors arrive as the client\'s error classes', async () => {
       await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: 0 }), (e) => {
