@@ -400,15 +400,20 @@ struct Endless {
   }
 };
 
+// Asks for the event stream and reads its first event.
+void read_first_event(Client& client) {
+  ASSERT_FALSE(client.send(kGetEvents));
+  ASSERT_FALSE(client.read_header());
+  ASSERT_TRUE(client.read_until(event(0).size()));
+}
+
 void leave_mid_stream(bool idle) {
   Endless endless;
   endless.idle = idle;
   auto server = start_server(endless.handler());
   {
     Client client(server->port());
-    ASSERT_FALSE(client.send(kGetEvents));
-    ASSERT_FALSE(client.read_header());
-    ASSERT_TRUE(client.read_until(event(0).size()));
+    ASSERT_NO_FATAL_FAILURE(read_first_event(client));
     EXPECT_EQ(client.body().substr(0, event(0).size()), event(0));
     EXPECT_FALSE(endless.stream.get()->closed());
     client.close();
@@ -547,9 +552,7 @@ TEST(HttpStream, StopWithAStreamOpenClosesIt) {
   endless.idle = true;
   auto server = start_server(endless.handler());
   Client client(server->port());
-  ASSERT_FALSE(client.send(kGetEvents));
-  ASSERT_FALSE(client.read_header());
-  ASSERT_TRUE(client.read_until(event(0).size()));
+  ASSERT_NO_FATAL_FAILURE(read_first_event(client));
   server->stop();
   EXPECT_TRUE(endless.closed.wait(kPatience));
   EXPECT_TRUE(endless.stream.get()->closed());
