@@ -1,5 +1,6 @@
 // The page at GET /: drop an image to read its text (lines drawn on it) or to label it
-// zero-shot, or type text to embed it. Plain HTML and script, no outside resources.
+// zero-shot, type text to embed it, chat with a text-generation model (the answer streams in as
+// it is made) or transcribe an audio file. Plain HTML and script, no outside resources.
 #include "serve/server.h"
 
 namespace mminfer::serve {
@@ -26,6 +27,13 @@ const std::string& index_page() {
 <h2>Text</h2>
 <p><input type="text" id="text" placeholder="a sentence to embed"> <button id="embed">Embed</button></p>
 <div id="embedding"></div>
+<h2>Chat</h2>
+<p><select id="chat-model"></select> <input type="text" id="message" placeholder="a message"> <button id="send">Send</button>
+<label>at most <input type="number" id="max-tokens" value="256" min="1" style="width:5em"> tokens</label></p>
+<div id="chat"></div>
+<h2>Speech</h2>
+<p><select id="speech-model"></select> <input type="file" id="audio" accept="audio/*"></p>
+<div id="transcript"></div>
 <p><label>API key, when the server asks for one: <input type="password" id="key" autocomplete="off"></label></p>
 <script>
 const $ = (id) => document.getElementById(id);
@@ -80,6 +88,57 @@ $('embed').onclick = async () => {
     const v = r.data[0].embedding;
     show('embedding', '<p id="dims">' + v.length + ' dimensions: ' + v.slice(0, 6).map((x) => x.toFixed(4)).join(', ') + ', …</p>');
   } catch (e) { show('embedding', '<p class="err">' + esc(e.message) + '</p>'); }
+};
+fetch('/v1/models', {headers: auth({})}).then(answer).then((r) => {
+  for (const sel of ['chat-model', 'speech-model'])
+    $(sel).innerHTML = r.data.map((m) => '<option>' + esc(m.id) + '</option>').join('');
+}).catch(() => {});
+// The conversation so far; each answer streams in as server-sent events.
+const history = [];
+window.chatEvents = 0;
+$('send').onclick = async () => {
+  const text = $('message').value;
+  if (!text) return;
+  history.push({role: 'user', content: text});
+  const asked = document.createElement('p'); asked.className = 'user'; asked.textContent = text;
+  const out = document.createElement('p'); out.className = 'assistant';
+  $('chat').append(asked, out);
+  try {
+    const res = await fetch('/v1/chat/completions', {method: 'POST', headers: auth({'Content-Type': 'application/json'}),
+                                                     body: JSON.stringify({model: $('chat-model').value, messages: history, stream: true,
+                                                                          max_tokens: Number($('max-tokens').value) || undefined})});
+    if (!res.ok) await answer(res);
+    const reader = res.body.getReader(), decoder = new TextDecoder();
+    let pending = '', said = '';
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) break;
+      pending += decoder.decode(value, {stream: true});
+      for (let end; (end = pending.indexOf('\n\n')) >= 0; pending = pending.slice(end + 2)) {
+        const event = pending.slice(0, end);
+        if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
+        const j = JSON.parse(event.slice(6));
+        if (j.error) throw new Error(j.error.message || j.error);
+        window.chatEvents++;
+        const piece = j.choices[0] && j.choices[0].delta.content;
+        if (piece) { said += piece; out.textContent = said; }
+      }
+    }
+    history.push({role: 'assistant', content: said});
+    out.classList.add('done');
+  } catch (e) { history.pop(); out.className = 'err'; out.textContent = e.message; }
+};
+$('audio').onchange = async (e) => {
+  const file = e.target.files[0];
+  if (!file) return;
+  show('transcript', 'working…');
+  const form = new FormData();
+  form.append('model', $('speech-model').value);
+  form.append('file', file);
+  try {
+    const r = await answer(await fetch('/v1/audio/transcriptions', {method: 'POST', headers: auth({}), body: form}));
+    show('transcript', '<p id="transcript-text">' + esc(r.text) + '</p>');
+  } catch (err) { show('transcript', '<p class="err">' + esc(err.message) + '</p>'); }
 };
 </script></body></html>
 )HTML";

@@ -453,6 +453,44 @@ def test_audio_transcriptions(ctx):
     assert r.status == 400 and "closing boundary" in r.openai_error()["message"], r.body[:200]
 
 
+def test_page_chats_and_transcribes(ctx):
+    """The page at / in headless Chromium: a two-turn chat whose answers stream in as events and
+    equal the API's whole answers for the same conversation, and an audio file transcribed."""
+    from devtools import Chromium
+    browser = Chromium()
+    try:
+        page = browser.page()
+        page.navigate(f"http://{ctx.server.host}:{ctx.server.port}/")
+        page.wait_for("document.querySelectorAll('#chat-model option').length > 0", what="the model list")
+        page.evaluate("document.getElementById('chat-model').value = 'llama'; "
+                      "document.getElementById('max-tokens').value = '24'; true")
+        history = []
+        for turn, text in enumerate(("what is in the box?", "and then?")):
+            page.evaluate(f"document.getElementById('message').value = {json.dumps(text)}; "
+                          "document.getElementById('send').click(); true")
+            shown = page.wait_for(f"(() => {{ const a = document.querySelectorAll('#chat .assistant.done, #chat .err'); "
+                                  f"return a.length > {turn} && [a[{turn}].className, a[{turn}].textContent]; }})()",
+                                  timeout=120, what=f"answer {turn + 1}")
+            assert shown[0] != "err", f"the page shows an error: {shown[1]}"
+            history.append({"role": "user", "content": text})
+            want = ctx.server.post_json("/v1/chat/completions", {"model": "llama", "messages": history, "max_tokens": 24}).json()
+            want = want["choices"][0]["message"]["content"]
+            assert shown[1] == want, f"turn {turn + 1}: the page shows {shown[1]!r}, the API answers {want!r}"
+            history.append({"role": "assistant", "content": want})
+        events = page.evaluate("window.chatEvents")
+        assert events > 4, f"the page read {events} events: the answers did not stream"
+        page.evaluate("document.getElementById('speech-model').value = 'whisper'; true")
+        root = page.call("DOM.getDocument")["root"]["nodeId"]
+        node = page.call("DOM.querySelector", nodeId=root, selector="#audio")["nodeId"]
+        page.call("DOM.setFileInputFiles", nodeId=node, files=[os.path.abspath(ctx.wavs[1])])
+        got = page.wait_for("document.querySelector('#transcript-text, #transcript .err') && "
+                            "document.querySelector('#transcript').textContent", timeout=120, what="the transcript")
+        assert got == cli_transcript(ctx, ctx.wavs[1], False)["text"].strip(), f"the page shows {got!r}"
+        page.close()
+    finally:
+        browser.quit()
+
+
 def test_openai_npm_client(ctx):
     """The official `openai` npm client (tools/node_modules, installed by scripts/bootstrap)."""
     node = os.environ.get("MMINFER_NODE") or shutil.which("node")
@@ -491,7 +529,8 @@ def main():
                         test_concurrent_requests_equal_cli, test_stream_has_openais_shape,
                         test_n_choices_draw_from_consecutive_seeds, test_bad_requests_get_the_envelope_while_a_stream_goes_on,
                         test_full_queue_answers_429, test_clients_that_leave_free_their_sequences,
-                        test_triton_generate_extension, test_audio_transcriptions, test_openai_npm_client,
+                        test_triton_generate_extension, test_audio_transcriptions, test_page_chats_and_transcribes,
+                        test_openai_npm_client,
                         test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()
