@@ -42,6 +42,7 @@ struct ContinuousBatcher::Sequence {
   std::vector<TokenId> tokens;  // the prompt, then each new token
   int64_t row = -1;
   int64_t prefilled = 0;  // prompt positions in the cache
+  int64_t reused = 0;     // of which another sequence made
   bool ended = false;
   bool listener_failed = false;
   Clock::time_point submitted = Clock::now(), admitted, first_token;
@@ -55,6 +56,7 @@ ContinuousBatcher::ContinuousBatcher(runtime::CachedDecoder& decoder, DecodeFn d
   if (options_.max_sequences <= 0 || options_.context <= 1 || options_.prefill_chunk <= 0)
     throw Error("continuous batching needs max_sequences >= 1, a context of 2 positions or more and prefill_chunk >= 1");
   cache_bytes_ = cache_.bytes();
+  held_.resize(static_cast<size_t>(cache_.rows()));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -114,9 +116,37 @@ void ContinuousBatcher::admit() {
   }
   s->row = static_cast<int64_t>(decoding_.size());
   s->admitted = Clock::now();
-  cache_.set_length(s->row, 0);
+  reuse_prefix(*s);
   prefilling_ = std::move(s);
   ++running_;
+}
+
+void ContinuousBatcher::reuse_prefix(Sequence& s) {
+  const int64_t n = s.row;
+  const std::vector<TokenId>& prompt = s.job.prompt;
+  // At least the prompt's last token is fed again: its logits choose the first new token.
+  const size_t most = prompt.size() - 1;
+  int64_t best = 0, from = -1;
+  auto consider = [&](int64_t row, std::span<const TokenId> held) {
+    const size_t limit = std::min(held.size(), most);
+    size_t m = 0;
+    while (m < limit && held[m] == prompt[m]) ++m;
+    if (static_cast<int64_t>(m) > best) best = static_cast<int64_t>(m), from = row;
+  };
+  for (const auto& d : decoding_) consider(d->row, std::span<const TokenId>(d->tokens).first(static_cast<size_t>(cache_.length(d->row))));
+  for (int64_t r = n; r < cache_.rows(); ++r) consider(r, held_[r]);
+  if (from > n) {  // a free row's leftover: swapped into row n
+    std::vector<int64_t> sources(static_cast<size_t>(cache_.rows()));
+    for (int64_t r = 0; r < cache_.rows(); ++r) sources[r] = r;
+    std::swap(sources[n], sources[from]);
+    cache_.reorder(sources);
+    std::swap(held_[n], held_[from]);
+  } else if (from >= 0 && from < n) {  // a running sequence's prompt
+    cache_.copy_prefix(from, n, best);
+  }
+  cache_.set_length(n, best);
+  held_[n].clear();
+  s.prefilled = s.reused = best;
 }
 
 void ContinuousBatcher::drop_cancelled() {
@@ -201,6 +231,7 @@ void ContinuousBatcher::finish(Sequence& s, std::string error) {
   r.sequence.text = s.stream->text();
   r.sequence.reason = s.stream->reason();
   r.prompt_tokens = s.job.prompt.size();
+  r.reused_prompt_tokens = static_cast<size_t>(s.reused);
   const Clock::time_point now = Clock::now();
   if (s.row >= 0) r.queue_ms = ms_between(s.submitted, s.admitted);
   if (!r.sequence.tokens.empty()) r.first_token_ms = ms_between(s.submitted, s.first_token);
@@ -214,28 +245,45 @@ void ContinuousBatcher::finish(Sequence& s, std::string error) {
 }
 
 void ContinuousBatcher::compact() {
+  // What the ended sequences leave in their rows: the tokens whose keys and values are there.
+  auto leave = [&](const Sequence& s) {
+    const auto length = static_cast<size_t>(cache_.length(s.row));
+    held_[s.row].assign(s.tokens.begin(), s.tokens.begin() + static_cast<std::ptrdiff_t>(std::min(length, s.tokens.size())));
+  };
   std::vector<std::unique_ptr<Sequence>> kept;
-  for (auto& s : decoding_)
-    if (!s->ended) kept.push_back(std::move(s));
+  for (auto& s : decoding_) {
+    if (s->ended) leave(*s);
+    else kept.push_back(std::move(s));
+  }
   decoding_.clear();
-  if (prefilling_ && prefilling_->ended) prefilling_.reset();
-  // Rows below the new count stay where they are; the others move into the holes.
+  if (prefilling_ && prefilling_->ended) leave(*prefilling_), prefilling_.reset();
+  // at[r]: the row whose contents row r holds afterwards. Running rows above the new count swap
+  // with the holes below it, so an ended sequence's contents move up and stay reusable.
   const auto count = static_cast<int64_t>(kept.size());
+  std::vector<int64_t> at(static_cast<size_t>(cache_.rows()));
+  for (int64_t r = 0; r < cache_.rows(); ++r) at[r] = r;
   std::vector<bool> taken(static_cast<size_t>(count), false);
   for (auto& s : kept)
     if (s->row < count) taken[s->row] = true;
-  std::vector<int64_t> sources(static_cast<size_t>(cache_.rows()));
-  for (int64_t r = 0; r < cache_.rows(); ++r) sources[r] = r;
   int64_t hole = 0;
-  bool moved = false;
   for (auto& s : kept) {
     if (s->row < count) continue;
     while (taken[hole]) ++hole;
     taken[hole] = true;
-    sources[hole] = s->row, s->row = hole, moved = true;
+    std::swap(at[hole], at[s->row]);
+    s->row = hole;
   }
-  if (prefilling_ && prefilling_->row != count) sources[count] = prefilling_->row, prefilling_->row = count, moved = true;
-  if (moved) cache_.reorder(sources);
+  if (prefilling_ && prefilling_->row != count) std::swap(at[count], at[prefilling_->row]), prefilling_->row = count;
+  bool moved = false;
+  for (int64_t r = 0; r < cache_.rows(); ++r) moved = moved || at[r] != r;
+  if (moved) {
+    cache_.reorder(at);
+    std::vector<std::vector<TokenId>> held(held_.size());
+    for (int64_t r = 0; r < cache_.rows(); ++r) held[r] = std::move(held_[at[r]]);
+    held_ = std::move(held);
+  }
+  for (int64_t r = 0; r < count; ++r) held_[r].clear();  // running rows: their sequences say what they hold
+  if (prefilling_) held_[count].clear();
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a->row < b->row; });
   decoding_ = std::move(kept);
 }

@@ -5,9 +5,14 @@
 // own logits processors, generator (seeded as `decode` seeds one) and stop rules, so its tokens
 // do not depend on what else shares the batch.
 //
-// The active sequences hold the cache's first rows: when one ends, the last row moves into its
+// The active sequences hold the cache's first rows: when one ends, the last row swaps into its
 // place, so a step is one call over neighbouring rows (one GEMM over the weights). A prompt being
 // prefilled holds the row after them.
+//
+// Prompt prefixes are reused: a free row keeps the keys and values of the sequence that ended in
+// it, and a new prompt starts from the longest prefix that a free row or a running sequence
+// already holds (a shared system prompt, the earlier turns of a conversation), copied or taken
+// in place, so only the rest is prefilled.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -31,6 +36,7 @@ struct JobResult {
   std::string error;
   bool cancelled = false;    // the job's cancel flag ended it
   size_t prompt_tokens = 0;
+  size_t reused_prompt_tokens = 0;  // prompt positions whose keys and values another sequence made
   double queue_ms = 0;        // submitted to admitted
   double first_token_ms = 0;  // submitted to the first new token (0 when none was made)
   double total_ms = 0;        // submitted to done
@@ -87,8 +93,11 @@ class ContinuousBatcher {
   // Takes the new token; true when the sequence ended.
   bool choose(Sequence& s, float* logits, size_t vocab);
   void finish(Sequence& s, std::string error = {});
-  // Moves rows so that the unfinished sequences are again rows [0, n).
+  // Moves rows so that the unfinished sequences are again rows [0, n), the one being prefilled
+  // row n; ended sequences' rows keep their contents as free rows.
   void compact();
+  // Starts the admitted sequence in row n from the longest prefix of its prompt that a row holds.
+  void reuse_prefix(Sequence& s);
 
   runtime::CachedDecoder& decoder_;
   DecodeFn detokenize_;
@@ -104,6 +113,8 @@ class ContinuousBatcher {
   // The batcher thread's own: decoding sequences in rows [0, n), then the one being prefilled.
   std::vector<std::unique_ptr<Sequence>> decoding_;
   std::unique_ptr<Sequence> prefilling_;
+  // Per row: the tokens whose keys and values a free row still holds (empty: nothing reusable).
+  std::vector<std::vector<TokenId>> held_;
   std::atomic<size_t> running_{0};
   std::atomic<uint64_t> steps_{0};
   std::thread thread_;  // last: starts when everything above exists

@@ -42,6 +42,9 @@ class KvCache {
   void set_length(int64_t row, int64_t length);
   // Beam search: row r takes the contents of row sources[r] (each row's valid part only).
   void reorder(std::span<const int64_t> sources);
+  // Row `to` takes the first `count` positions of row `from` (a shared prompt prefix) and that
+  // length; the rows may not be the same.
+  void copy_prefix(int64_t from, int64_t to, int64_t count);
   // Copies positions [0, count) of a layer from present tensors [n, kv_heads, count, dim] into
   // rows [row, row + n) (an encoder-decoder's first step, run without the cache).
   void write(size_t layer, int64_t row, const Tensor& keys, const Tensor& values);

@@ -43,7 +43,7 @@ class GenerationCall {
         model_(model.name()), version_(std::to_string(model.version())),
         id_(random_id(request.chat ? "chatcmpl-" : "cmpl-")),
         created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
-        results_(choices), left_(choices), prompt_tokens_(prompt_tokens), reply_(std::move(reply)),
+        results_(choices), left_(choices), choices_per_prompt_(request.n), prompt_tokens_(prompt_tokens), reply_(std::move(reply)),
         cancelled_(std::make_shared<std::atomic<bool>>(false)) {
     if (request.stream) stream_ = std::make_shared<ResponseStream>();
   }
@@ -109,9 +109,15 @@ class GenerationCall {
   }
 
   json usage() const {
-    size_t completion = 0;
-    for (const auto& r : results_) completion += r.sequence.tokens.size();
-    return {{"prompt_tokens", prompt_tokens_}, {"completion_tokens", completion}, {"total_tokens", prompt_tokens_ + completion}};
+    size_t completion = 0, cached = 0;
+    for (size_t i = 0; i < results_.size(); ++i) {
+      completion += results_[i].sequence.tokens.size();
+      if (i % choices_per_prompt_ == 0) cached += results_[i].reused_prompt_tokens;  // each prompt counts once
+    }
+    return {{"prompt_tokens", prompt_tokens_},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt_tokens_ + completion},
+            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
   }
 
   // Text cut inside a UTF-8 character at a stream's end still makes valid JSON (U+FFFD).
@@ -175,6 +181,7 @@ class GenerationCall {
   std::mutex mutex_;
   std::vector<generate::JobResult> results_;
   size_t left_;
+  const size_t choices_per_prompt_;
   bool refused_ = false;
   const size_t prompt_tokens_;
   Reply reply_;
@@ -192,6 +199,12 @@ void Server::observe_generation(const std::string& model, const generate::JobRes
       .inc();
   metrics_.counter("mminfer_generation_prompt_tokens_total", "Prompt tokens of generated sequences (tokens)", l)
       .inc(static_cast<double>(r.prompt_tokens));
+  if (r.reused_prompt_tokens > 0) {
+    metrics_.counter("mminfer_generation_prefix_hits_total", "Sequences that started from a prompt prefix a row held (sequences)", l)
+        .inc();
+    metrics_.counter("mminfer_generation_prefix_reused_tokens_total", "Prompt tokens not prefilled again (tokens)", l)
+        .inc(static_cast<double>(r.reused_prompt_tokens));
+  }
   const size_t made = r.sequence.tokens.size();
   metrics_.counter("mminfer_generation_output_tokens_total", "Tokens generated (tokens)", l).inc(static_cast<double>(made));
   if (made == 0) return;

@@ -161,6 +161,67 @@ TEST(ContinuousBatcherOnModels, CancelledSequenceFreesItsRowAndOthersGoOn) {
   EXPECT_EQ(batcher.running(), 0u);
 }
 
+// The tokens generate::decode makes alone for one greedy prompt.
+std::vector<TokenId> alone(const std::vector<TokenId>& prompt, size_t new_tokens) {
+  generate::DecodeRequest request;
+  request.prompts = {prompt};
+  request.config.max_new_tokens = new_tokens;
+  generate::DecoderOnlyModel model(llama());
+  return generate::decode(model, request, fake_text).at(0).tokens;
+}
+
+TEST(ContinuousBatcherOnModels, PromptsStartFromPrefixesRowsAlreadyHold) {
+  const auto ref = llama_reference();
+  auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();
+  auto other = ref["cases"][1]["prompt_ids"][1].get<std::vector<TokenId>>();
+  generate::BatcherOptions options;
+  options.max_sequences = 2;
+  options.context = 128;
+  options.prefill_chunk = 8;
+  ContinuousBatcher batcher(llama(), fake_text, options);
+
+  // A later turn of a conversation: the first answer's row is free and holds prompt + answer.
+  GenerationJob first;
+  first.prompt = prompt;
+  first.config.max_new_tokens = 30;
+  auto f = submit(batcher, std::move(first));
+  JobResult a = wait(f);
+  EXPECT_EQ(a.reused_prompt_tokens, 0u);
+  std::vector<TokenId> turn = prompt;
+  turn.insert(turn.end(), a.sequence.tokens.begin(), a.sequence.tokens.begin() + 20);
+  turn.insert(turn.end(), other.begin(), other.begin() + 5);
+  ASSERT_NE(other[0], a.sequence.tokens[20]);
+  GenerationJob second;
+  second.prompt = turn;
+  second.config.max_new_tokens = 20;
+  auto g = submit(batcher, std::move(second));
+  JobResult b = wait(g);
+  EXPECT_EQ(b.reused_prompt_tokens, prompt.size() + 20);
+  EXPECT_EQ(b.sequence.tokens, alone(turn, 20));
+
+  // A shared system prompt: a new prompt starts from a running sequence's first 16 positions.
+  std::promise<void> running;
+  GenerationJob longer;
+  longer.prompt = prompt;
+  longer.config.max_new_tokens = 60;
+  longer.on_text = [&, n = 0](TokenId, std::string_view) mutable {
+    if (n++ == 1) running.set_value();
+  };
+  auto h = submit(batcher, std::move(longer));
+  running.get_future().wait();
+  std::vector<TokenId> shared(prompt.begin(), prompt.begin() + 16);
+  shared.insert(shared.end(), other.begin(), other.end());
+  ASSERT_NE(other[0], prompt[16]);
+  GenerationJob joins;
+  joins.prompt = shared;
+  joins.config.max_new_tokens = 25;
+  auto k = submit(batcher, std::move(joins));
+  JobResult c = wait(k);
+  EXPECT_GE(c.reused_prompt_tokens, 16u);  // the running row, or a free row holding the same start
+  EXPECT_EQ(c.sequence.tokens, alone(shared, 25));
+  EXPECT_EQ(wait(h).sequence.tokens, alone(prompt, 60));
+}
+
 TEST(ContinuousBatcherOnModels, FullQueueRefusesAndBadJobsThrow) {
   const auto ref = llama_reference();
   auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();

@@ -338,6 +338,27 @@ def test_clients_that_leave_free_their_sequences(ctx):
     check_against_cli(ctx, {"ids": ids, "max_tokens": 10}, r.json()["choices"][0]["text"], None, "after the departures")
 
 
+def test_later_turns_reuse_the_prefix(ctx):
+    """A conversation's second turn starts from the first turn's keys and values (usage's
+    cached_tokens, /metrics' prefix hits) and still answers what the command line answers."""
+    before = metric(ctx.server.metrics(), "mminfer_generation_prefix_hits_total", model="llama")
+    first = {"ids": ctx.prompts[3], "max_tokens": 30}
+    r = ctx.server.post_json("/v1/completions", body_for(first, temperature=0))
+    text, made = r.json()["choices"][0]["text"], r.json()["usage"]["completion_tokens"]
+    check_against_cli(ctx, first, text, made, "the first turn")
+    # The second turn: the first prompt, a part of its answer as ids (the CLI's tokens), more.
+    p = subprocess.run([ctx.mminfer, "generate", "--pipeline", ctx.folder, "--json", "--max-new-tokens", "30",
+                        "--prompt-ids", ",".join(map(str, first["ids"]))], capture_output=True, text=True, timeout=120)
+    answer = json.loads(p.stdout)["results"][0]["tokens"]
+    second = {"ids": first["ids"] + answer[:12] + ctx.prompts[0][:6], "max_tokens": 20}
+    r = ctx.server.post_json("/v1/completions", body_for(second, temperature=0))
+    usage = r.json()["usage"]
+    assert usage["prompt_tokens_details"]["cached_tokens"] >= len(first["ids"]) + 12, usage
+    check_against_cli(ctx, second, r.json()["choices"][0]["text"], usage["completion_tokens"], "the second turn")
+    after = metric(ctx.server.metrics(), "mminfer_generation_prefix_hits_total", model="llama")
+    assert after > before, "/metrics counted no prefix hit"
+
+
 def test_metrics_count_generation(ctx):
     m = ctx.server.metrics()
     for name in ("mminfer_generation_time_to_first_token_seconds_count", "mminfer_generation_time_per_output_token_seconds_count",
@@ -530,7 +551,7 @@ def main():
                         test_n_choices_draw_from_consecutive_seeds, test_bad_requests_get_the_envelope_while_a_stream_goes_on,
                         test_full_queue_answers_429, test_clients_that_leave_free_their_sequences,
                         test_triton_generate_extension, test_audio_transcriptions, test_page_chats_and_transcribes,
-                        test_openai_npm_client,
+                        test_openai_npm_client, test_later_turns_reuse_the_prefix,
                         test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()
