@@ -338,6 +338,30 @@ def test_clients_that_leave_free_their_sequences(ctx):
     check_against_cli(ctx, {"ids": ids, "max_tokens": 10}, r.json()["choices"][0]["text"], None, "after the departures")
 
 
+def test_256_clients_get_answers_or_429(ctx):
+    """256 clients at once on 4 rows and a queue of 256: every answer is 200 or 429, streams
+    included, and memory stays put (the cache was allocated at load)."""
+    ids = ctx.prompts[2]
+    rss = ctx.server.memory_kib()
+
+    def one(i):
+        body = {"model": "llama", "prompt": ids[: 8 + i % 16], "max_tokens": 8, "temperature": 0.5, "seed": i}
+        if i % 3 == 0:
+            status, _, events = stream(ctx, "/v1/completions", body)
+            assert status != 200 or events[-1] == "[DONE]", "a stream did not end with [DONE]"
+            return status
+        return ctx.server.post_json("/v1/completions", body, timeout=120).status
+
+    codes = in_threads(256, one)
+    bad = [c for c in codes if not isinstance(c, int) or c not in (200, 429, 503)]
+    assert not bad, f"answers other than 200/429/503: {bad[:5]}"
+    assert codes.count(200) >= 64, f"only {codes.count(200)} of 256 answered"
+    grown = (ctx.server.memory_kib() - rss) / 1024
+    print(f"  256 clients: {codes.count(200)} answered, {codes.count(429)} got 429; RSS grew {grown:.1f} MiB", flush=True)
+    assert grown < 64, f"RSS grew {grown:.0f} MiB under 256 clients"
+    assert running(ctx) == 0
+
+
 def test_later_turns_reuse_the_prefix(ctx):
     """A conversation's second turn starts from the first turn's keys and values (usage's
     cached_tokens, /metrics' prefix hits) and still answers what the command line answers."""
@@ -551,7 +575,7 @@ def main():
                         test_n_choices_draw_from_consecutive_seeds, test_bad_requests_get_the_envelope_while_a_stream_goes_on,
                         test_full_queue_answers_429, test_clients_that_leave_free_their_sequences,
                         test_triton_generate_extension, test_audio_transcriptions, test_page_chats_and_transcribes,
-                        test_openai_npm_client, test_later_turns_reuse_the_prefix,
+                        test_openai_npm_client, test_later_turns_reuse_the_prefix, test_256_clients_get_answers_or_429,
                         test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()
