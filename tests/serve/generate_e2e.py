@@ -36,8 +36,12 @@ def make_repository(models, work):
     repo = os.path.join(work, "repository")
     shutil.rmtree(repo, ignore_errors=True)
     source = os.path.join(models, "llama-tiny")
+    # llama-tiny's cache: 2 layers x 2 KV heads x (16 + 16) floats = 512 bytes a position, 128 KiB
+    # for a sequence of 256: llama-budget's bytes fit 2 sequences, llama-starved's none.
     for name, config in (("llama", {"max_sequences": 4, "prefill_chunk": 16}),
-                         ("llama-one", {"max_sequences": 1, "queue_capacity": 2})):
+                         ("llama-one", {"max_sequences": 1, "queue_capacity": 2}),
+                         ("llama-budget", {"max_sequences": 8, "kv_cache_bytes": 300000}),
+                         ("llama-starved", {"kv_cache_bytes": 1000})):
         folder = os.path.join(repo, name, "1")
         shutil.copytree(source, folder, ignore=shutil.ignore_patterns("reference"))
         with open(os.path.join(repo, name, "config.json"), "w") as f:
@@ -362,6 +366,17 @@ def test_256_clients_get_answers_or_429(ctx):
     assert running(ctx) == 0
 
 
+def test_kv_cache_bytes_bounds_the_sequences(ctx):
+    m = ctx.server.metrics()
+    assert metric(m, "mminfer_kv_cache_sequences", model="llama-budget", state="free") == 2, "kv_cache_bytes did not bound the rows"
+    assert metric(m, "mminfer_kv_cache_bytes", model="llama-budget") == 2 * 256 * 512
+    index = {e["name"]: e for e in ctx.server.post_json("/v2/repository/index", {}).json()}
+    starved = index["llama-starved"]
+    assert starved["state"] == "UNAVAILABLE" and "kv_cache_bytes 1000 holds no sequence of 256 positions" in starved["reason"], starved
+    r = ctx.server.post_json("/v1/completions", body_for({"ids": ctx.prompts[0], "max_tokens": 12}, model="llama-budget"))
+    check_against_cli(ctx, {"ids": ctx.prompts[0], "max_tokens": 12}, r.json()["choices"][0]["text"], None, "llama-budget")
+
+
 def test_later_turns_reuse_the_prefix(ctx):
     """A conversation's second turn starts from the first turn's keys and values (usage's
     cached_tokens, /metrics' prefix hits) and still answers what the command line answers."""
@@ -576,6 +591,7 @@ def main():
                         test_full_queue_answers_429, test_clients_that_leave_free_their_sequences,
                         test_triton_generate_extension, test_audio_transcriptions, test_page_chats_and_transcribes,
                         test_openai_npm_client, test_later_turns_reuse_the_prefix, test_256_clients_get_answers_or_429,
+                        test_kv_cache_bytes_bounds_the_sequences,
                         test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()
