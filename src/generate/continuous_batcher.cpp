@@ -21,7 +21,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 struct ContinuousBatcher::Sequence {
   Sequence(GenerationJob j, const DecodeFn& detokenize)
-      : job(std::move(j)), pipeline(job.config), rng(job.seed), tokens(job.prompt) {
+      : job(std::move(j)), pipeline(job.config), rng(job.seed), tokens(job.prompt),
+        key(job.prefix_key.empty() ? job.prompt : job.prefix_key) {
     StreamCallback cb;
     if (job.on_text)
       cb = [this](TokenId token, std::string_view text) {
@@ -40,6 +41,7 @@ struct ContinuousBatcher::Sequence {
   Pcg32 rng;
   std::unique_ptr<TokenStream> stream;
   std::vector<TokenId> tokens;  // the prompt, then each new token
+  std::vector<TokenId> key;     // what each position holds: the prefix key, then each new token
   int64_t row = -1;
   int64_t prefilled = 0;  // prompt positions in the cache
   int64_t reused = 0;     // of which another sequence made
@@ -57,6 +59,7 @@ ContinuousBatcher::ContinuousBatcher(runtime::CachedDecoder& decoder, DecodeFn d
     throw Error("continuous batching needs max_sequences >= 1, a context of 2 positions or more and prefill_chunk >= 1");
   cache_bytes_ = cache_.bytes();
   held_.resize(static_cast<size_t>(cache_.rows()));
+  used_.resize(static_cast<size_t>(cache_.rows()), 0);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -71,6 +74,11 @@ ContinuousBatcher::~ContinuousBatcher() {
 
 bool ContinuousBatcher::submit(GenerationJob job) {
   if (job.prompt.empty()) throw Error("the prompt has no tokens");
+  if (!job.prefix_key.empty() && job.prefix_key.size() != job.prompt.size())
+    throw Error("a prefix key needs one entry per prompt position");
+  if (job.prompt_embeddings.rank() > 0 &&
+      (job.prompt_embeddings.rank() != 3 || job.prompt_embeddings.dim(1) != static_cast<int64_t>(job.prompt.size())))
+    throw Error("prompt embeddings must be [1, prompt positions, width]");
   if (job.config.num_beams > 1) throw Error("beam search does not batch with other sequences; use num_beams 1");
   const auto length = static_cast<int64_t>(job.prompt.size());
   if (length >= options_.context)
@@ -123,9 +131,9 @@ void ContinuousBatcher::admit() {
 
 void ContinuousBatcher::reuse_prefix(Sequence& s) {
   const int64_t n = s.row;
-  const std::vector<TokenId>& prompt = s.job.prompt;
+  const std::vector<TokenId>& prompt = s.key;  // the prompt's key: no new token yet
   // At least the prompt's last token is fed again: its logits choose the first new token.
-  const size_t most = prompt.size() - 1;
+  const size_t most = s.job.prompt.size() - 1;
   int64_t best = 0, from = -1;
   auto consider = [&](int64_t row, std::span<const TokenId> held) {
     const size_t limit = std::min(held.size(), most);
@@ -133,17 +141,29 @@ void ContinuousBatcher::reuse_prefix(Sequence& s) {
     while (m < limit && held[m] == prompt[m]) ++m;
     if (static_cast<int64_t>(m) > best) best = static_cast<int64_t>(m), from = row;
   };
-  for (const auto& d : decoding_) consider(d->row, std::span<const TokenId>(d->tokens).first(static_cast<size_t>(cache_.length(d->row))));
+  for (const auto& d : decoding_) consider(d->row, std::span<const TokenId>(d->key).first(static_cast<size_t>(cache_.length(d->row))));
   for (int64_t r = n; r < cache_.rows(); ++r) consider(r, held_[r]);
-  if (from > n) {  // a free row's leftover: swapped into row n
+  // The row the sequence takes: an empty free row, else the one whose contents were used least
+  // recently, so a reused prefix stays for the next prompt that shares it (copied, not taken).
+  int64_t victim = -1;
+  for (int64_t r = n; r < cache_.rows(); ++r) {
+    if (r == from) continue;
+    if (victim < 0 || (held_[r].empty() && !held_[victim].empty()) ||
+        (held_[r].empty() == held_[victim].empty() && used_[r] < used_[victim]))
+      victim = r;
+  }
+  if (victim < 0) victim = from;  // the only free row holds the prefix: taken in place
+  if (victim != n) {
     std::vector<int64_t> sources(static_cast<size_t>(cache_.rows()));
     for (int64_t r = 0; r < cache_.rows(); ++r) sources[r] = r;
-    std::swap(sources[n], sources[from]);
+    std::swap(sources[n], sources[victim]);
     cache_.reorder(sources);
-    std::swap(held_[n], held_[from]);
-  } else if (from >= 0 && from < n) {  // a running sequence's prompt
-    cache_.copy_prefix(from, n, best);
+    std::swap(held_[n], held_[victim]);
+    std::swap(used_[n], used_[victim]);
+    if (from == n) from = victim;
   }
+  if (from >= 0) used_[from] = ++clock_;
+  if (from >= 0 && from != n) cache_.copy_prefix(from, n, best);
   cache_.set_length(n, best);
   held_[n].clear();
   s.prefilled = s.reused = best;
@@ -170,11 +190,18 @@ void ContinuousBatcher::prefill_chunk() {
   Sequence& s = *prefilling_;
   const auto prompt = static_cast<int64_t>(s.job.prompt.size());
   const int64_t n = std::min(options_.prefill_chunk, prompt - s.prefilled);
-  Tensor ids = Tensor::empty(DType::kInt64, {1, n});
-  std::copy_n(s.job.prompt.begin() + s.prefilled, n, ids.data<int64_t>());
   Tensor logits;
   try {
-    logits = decoder_.step(cache_, s.row, options_.tokens_input, ids);
+    Tensor input;
+    if (s.job.prompt_embeddings.rank() > 0) {  // rows [prefilled, prefilled + n) of [1, prompt, width]
+      const Tensor& e = s.job.prompt_embeddings;
+      input = Tensor::alias(e, DType::kFloat32, {1, n, e.dim(2)}, const_cast<float*>(e.data<float>()) + s.prefilled * e.dim(2));
+    } else {
+      Tensor ids = Tensor::empty(DType::kInt64, {1, n});
+      std::copy_n(s.job.prompt.begin() + s.prefilled, n, ids.data<int64_t>());
+      input = options_.embed ? options_.embed(ids) : ids;
+    }
+    logits = decoder_.step(cache_, s.row, options_.tokens_input, input);
   } catch (const std::exception& e) {
     s.ended = true;
     finish(s, e.what());
@@ -198,7 +225,7 @@ void ContinuousBatcher::decode_step() {
   for (int64_t r = 0; r < n; ++r) ids.data<int64_t>()[r] = decoding_[r]->tokens.back();
   Tensor logits;
   try {
-    logits = decoder_.step(cache_, 0, options_.tokens_input, ids);
+    logits = decoder_.step(cache_, 0, options_.tokens_input, options_.embed ? options_.embed(ids) : ids);
   } catch (const std::exception& e) {
     for (auto& s : decoding_) s->ended = true, finish(*s, e.what());
     compact();
@@ -217,6 +244,7 @@ void ContinuousBatcher::decode_step() {
 bool ContinuousBatcher::choose(Sequence& s, float* logits, size_t vocab) {
   TokenId token = next_token(std::span<float>(logits, vocab), s.tokens, s.job.prompt.size(), s.pipeline, s.rng);
   s.tokens.push_back(token);
+  s.key.push_back(token);
   if (s.stream->tokens().empty()) s.first_token = Clock::now();
   // A sequence at the cache's end stops as at max_length.
   if (s.stream->push(token) == StopReason::kNone && cache_.length(s.row) + 1 > cache_.capacity()) s.stream->finish();
@@ -248,7 +276,8 @@ void ContinuousBatcher::compact() {
   // What the ended sequences leave in their rows: the tokens whose keys and values are there.
   auto leave = [&](const Sequence& s) {
     const auto length = static_cast<size_t>(cache_.length(s.row));
-    held_[s.row].assign(s.tokens.begin(), s.tokens.begin() + static_cast<std::ptrdiff_t>(std::min(length, s.tokens.size())));
+    held_[s.row].assign(s.key.begin(), s.key.begin() + static_cast<std::ptrdiff_t>(std::min(length, s.key.size())));
+    used_[s.row] = ++clock_;
   };
   std::vector<std::unique_ptr<Sequence>> kept;
   for (auto& s : decoding_) {
@@ -279,8 +308,10 @@ void ContinuousBatcher::compact() {
   if (moved) {
     cache_.reorder(at);
     std::vector<std::vector<TokenId>> held(held_.size());
-    for (int64_t r = 0; r < cache_.rows(); ++r) held[r] = std::move(held_[at[r]]);
+    std::vector<uint64_t> used(used_.size());
+    for (int64_t r = 0; r < cache_.rows(); ++r) held[r] = std::move(held_[at[r]]), used[r] = used_[at[r]];
     held_ = std::move(held);
+    used_ = std::move(used);
   }
   for (int64_t r = 0; r < count; ++r) held_[r].clear();  // running rows: their sequences say what they hold
   if (prefilling_) held_[count].clear();

@@ -11,8 +11,8 @@
 //
 // Prompt prefixes are reused: a free row keeps the keys and values of the sequence that ended in
 // it, and a new prompt starts from the longest prefix that a free row or a running sequence
-// already holds (a shared system prompt, the earlier turns of a conversation), copied or taken
-// in place, so only the rest is prefilled.
+// already holds (a shared system prompt, the earlier turns of a conversation), copied into the
+// row it takes (an empty one, else the least recently used), so only the rest is prefilled.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -44,6 +44,12 @@ struct JobResult {
 
 struct GenerationJob {
   std::vector<TokenId> prompt;
+  // A vision-language prompt as the decoder reads it, [1, prompt, width] (the image's features
+  // over its tokens); rank 0 (unset): the prompt's ids go through BatcherOptions::embed, or as they are.
+  Tensor prompt_embeddings;
+  // What each prompt position holds, for reusing prefixes; empty: the prompt's ids. Image
+  // positions must differ between images (their token id alone does not).
+  std::vector<TokenId> prefix_key;
   GenerationConfig config;  // greedy or sampled; beam search is refused at submit
   uint64_t seed = 0;
   // Each new token with its newly printable text, on the batcher's thread, as it is made.
@@ -60,6 +66,8 @@ struct BatcherOptions {
   size_t max_waiting = 64;     // accepted but not yet running; submit refuses beyond it
   int64_t prefill_chunk = 256;  // prompt positions per chunk between decoding steps
   std::string tokens_input = "input_ids";
+  // Set for decoders fed inputs_embeds: ids [n, S] to embeddings [n, S, width].
+  std::function<Tensor(const Tensor& ids)> embed;
 };
 
 class ContinuousBatcher {
@@ -115,6 +123,8 @@ class ContinuousBatcher {
   std::unique_ptr<Sequence> prefilling_;
   // Per row: the tokens whose keys and values a free row still holds (empty: nothing reusable).
   std::vector<std::vector<TokenId>> held_;
+  std::vector<uint64_t> used_;  // per row: when its contents were last made or reused (least recent goes first)
+  uint64_t clock_ = 0;
   std::atomic<size_t> running_{0};
   std::atomic<uint64_t> steps_{0};
   std::thread thread_;  // last: starts when everything above exists

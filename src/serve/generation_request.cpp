@@ -90,13 +90,15 @@ void read_prompts(const json& body, GenerationRequest& r) {
   if (!r.prompts.empty() && !r.prompt_ids.empty()) refuse("'prompt' mixes texts and token ids; send one kind", "prompt");
 }
 
-// One message's content as text: a string, or a list of parts of which only text parts can be
-// read by a text-generation model.
-std::string message_text(const json& content, const std::string& where) {
+// One message's content: text, or for a message with an image part, the list of its text and
+// image parts (each image's URL goes to `images`).
+nlohmann::ordered_json message_content(const json& content, const std::string& where, std::vector<std::string>& images) {
   if (content.is_string()) return content.get<std::string>();
   if (content.is_null()) return "";
   if (!content.is_array()) refuse(where + ".content must be text or a list of content parts", "messages");
   std::string text;
+  nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+  bool image = false;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
     const std::string at = where + ".content[" + std::to_string(i) + "]";
@@ -106,12 +108,21 @@ std::string message_text(const json& content, const std::string& where) {
     if (type == "text") {
       if (!part.contains("text") || !part["text"].is_string()) refuse(at + " needs 'text' as a string", "messages");
       text += part["text"].get<std::string>();
-    } else if (type == "image_url" || type == "input_audio" || type == "file") {
-      refuse(at + " is a '" + type + "' part; this model reads text only", "messages", "unsupported_content");
+      parts.push_back({{"type", "text"}, {"text", part["text"].get<std::string>()}});
+    } else if (type == "image_url") {
+      const json& u = part.contains("image_url") ? part["image_url"] : json();
+      const json& url = u.is_object() && u.contains("url") ? u["url"] : u;
+      if (!url.is_string()) refuse(at + " needs image_url.url, a data: URL of the image", "messages");
+      images.push_back(url.get<std::string>());
+      parts.push_back({{"type", "image"}});
+      image = true;
+    } else if (type == "input_audio" || type == "file") {
+      refuse(at + " is a '" + type + "' part; chats here read text and images", "messages", "unsupported_content");
     } else {
       refuse(at + " has an unknown type '" + type + "' (text, image_url, input_audio)", "messages");
     }
   }
+  if (image) return parts;
   return text;
 }
 
@@ -129,7 +140,8 @@ void read_messages(const json& body, GenerationRequest& r) {
       refuse(where + " has role '" + role + "' (system, developer, user, assistant)", "messages");
     if (!m[i].contains("content")) refuse(where + " needs 'content'", "messages");
     // A developer message is the newer name of a system message; templates know "system".
-    r.messages.push_back({{"role", role == "developer" ? "system" : role}, {"content", message_text(m[i]["content"], where)}});
+    r.messages.push_back(
+        {{"role", role == "developer" ? "system" : role}, {"content", message_content(m[i]["content"], where, r.images)}});
   }
 }
 

@@ -27,8 +27,11 @@ struct GenerationRequest {
   // /v1/completions: one or more prompts, as text or token ids (one of the two per prompt).
   std::vector<std::string> prompts;
   std::vector<std::vector<generate::TokenId>> prompt_ids;
-  // /v1/chat/completions: [{"role", "content": text}], text parts joined.
+  // /v1/chat/completions: [{"role", "content": text}], text parts joined; a message with an
+  // image part has content [{"type": "text", "text"}, {"type": "image"}] in its parts' order,
+  // and `images` holds each image part's URL, in order.
   nlohmann::ordered_json messages;
+  std::vector<std::string> images;
   std::optional<int64_t> max_tokens;
   std::optional<double> temperature, top_p;
   std::optional<uint64_t> seed;

@@ -7,7 +7,9 @@
 #include <mutex>
 #include <random>
 
+#include "serve/base64.h"
 #include "serve/generation_request.h"
+#include "serve/input_limits.h"
 #include "serve/openai_error.h"
 #include "serve/request_json.h"
 #include "serve/server.h"
@@ -189,6 +191,35 @@ class GenerationCall {
   std::shared_ptr<ResponseStream> stream_;
 };
 
+// A chat's image: its data URL decoded under the model's limits; null without one.
+std::unique_ptr<image::Image> read_image(const GenerationRequest& request, const ServedModel& model) {
+  if (request.images.empty()) return nullptr;
+  if (request.images.size() > 1)
+    throw RequestError(400, "the messages hold " + std::to_string(request.images.size()) + " images; a chat here takes one",
+                       "messages");
+  const std::string& url = request.images[0];
+  if (url.rfind("data:", 0) != 0)
+    throw RequestError(400, "image_url must be a data: URL (this server fetches nothing), got '" + url.substr(0, 40) + "'",
+                       "messages");
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = decode_data_url(url);
+  } catch (const std::exception& e) {
+    throw RequestError(400, std::string("the image's data URL: ") + e.what(), "messages");
+  }
+  try {
+    check_input_cost(pipelines::Modality::kImage, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                     model.config().limits);
+  } catch (const InputTooLarge& e) {
+    throw RequestError(413, e.what(), "messages", "request_too_large");
+  }
+  try {
+    return std::make_unique<image::Image>(image::decode_image(bytes, model.decode_options()));
+  } catch (const std::exception& e) {
+    throw RequestError(400, std::string("the image: ") + e.what(), "messages");
+  }
+}
+
 }  // namespace
 
 void Server::observe_generation(const std::string& model, const generate::JobResult& r) {
@@ -254,13 +285,15 @@ void Server::generate(const GenerationRequest& request, const std::shared_ptr<Se
   if (!generator)
     throw RequestError(400, "model '" + request.model + "' does not generate text (it is " + model->kind() + ")", "model");
 
-  // Each prompt's ids, checked against the vocabulary and the context.
+  // Each prompt's job (ids, and a vision-language chat's embeddings), checked against the
+  // vocabulary and the context.
+  std::vector<generate::GenerationJob> bases;
   std::vector<std::vector<generate::TokenId>> prompts;
   try {
-    if (chat) prompts.push_back(generator->chat_prompt(request.messages));
-    for (const std::string& p : request.prompts) prompts.push_back(generator->encode(p));
-    for (auto& ids : request.prompt_ids) prompts.push_back(std::move(ids));
-    for (const auto& ids : prompts) generator->check_ids(ids);
+    if (chat) bases.push_back(generator->chat_job(request.messages, read_image(request, *model).get()));
+    for (const std::string& p : request.prompts) bases.emplace_back().prompt = generator->encode(p);
+    for (auto& ids : request.prompt_ids) bases.emplace_back().prompt = std::move(ids);
+    for (const auto& b : bases) generator->check_ids(b.prompt), prompts.push_back(b.prompt);
   } catch (const RequestError&) {
     throw;
   } catch (const std::exception& e) {
@@ -298,8 +331,7 @@ void Server::generate(const GenerationRequest& request, const std::shared_ptr<Se
     const auto& ids = prompts[i / request.n];
     const size_t room = context - ids.size();
     const size_t max_new = request.max_tokens ? static_cast<size_t>(*request.max_tokens) : chat ? room : std::min<size_t>(16, room);
-    generate::GenerationJob job;
-    job.prompt = ids;
+    generate::GenerationJob job = bases[i / request.n];
     job.config = request.config(generator->defaults(), max_new);
     job.seed = seed + i % request.n;  // choice 0 of every prompt draws as the command line does
     job.cancelled = call->cancelled();

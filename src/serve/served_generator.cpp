@@ -2,23 +2,56 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "runtime/kv_cache.h"
 
 namespace mminfer::serve {
 
-ServedGenerator::ServedGenerator(const std::string& dir, const ModelConfig& config) {
+namespace {
+
+// Prompt keys for prefix reuse: an image token's position becomes a negative id drawn from the
+// image's digest and its index, so prompts about different images never share those positions.
+std::vector<generate::TokenId> prefix_key(const std::vector<generate::TokenId>& ids, generate::TokenId image_token,
+                                          const std::string& digest) {
+  std::vector<generate::TokenId> key = ids;
+  const uint64_t seed = std::hash<std::string>{}(digest);
+  uint64_t k = 0;
+  for (auto& id : key)
+    if (id == image_token) id = -1 - static_cast<generate::TokenId>((seed + 0x9e3779b97f4a7c15ULL * ++k) >> 2);
+  return key;
+}
+
+}  // namespace
+
+ServedGenerator::ServedGenerator(const std::string& dir, const ModelConfig& config, bool vision_language) {
   const GenerationSettings& g = config.generation;
-  text_ = std::make_unique<pipelines::TextGenerator>(dir, config.session, g.kv_cache);
-  chat_ = pipelines::ChatTemplate::from_folder(dir);
   generate::BatcherOptions options;
+  runtime::CachedDecoder* decoder = nullptr;
+  generate::DecodeFn detokenize;
+  int64_t model_context = 0;
+  if (vision_language) {
+    vlm_ = std::make_unique<pipelines::VisionLanguage>(dir, config.session, g.kv_cache);
+    vlm_->features().set_cache_bytes(size_t{64} << 20);  // a second question about an image skips the encoder
+    decoder = &vlm_->decoder();
+    detokenize = vlm_->detokenizer();
+    model_context = vlm_->context();
+    options.tokens_input = "inputs_embeds";
+    options.embed = [vlm = vlm_.get()](const Tensor& ids) { return vlm->embed(ids); };
+  } else {
+    text_ = std::make_unique<pipelines::TextGenerator>(dir, config.session, g.kv_cache);
+    chat_ = pipelines::ChatTemplate::from_folder(dir);
+    decoder = &text_->decoder();
+    detokenize = text_->detokenizer();
+    model_context = text_->context();
+  }
   options.context = g.context > 0 ? g.context
-                    : text_->context() > 0 ? std::min(text_->context(), GenerationSettings::kDefaultContext)
-                                           : GenerationSettings::kDefaultContext;
+                    : model_context > 0 ? std::min(model_context, GenerationSettings::kDefaultContext)
+                                        : GenerationSettings::kDefaultContext;
   options.max_sequences = g.max_sequences;
   if (g.kv_cache_bytes > 0) {
     // What one sequence of the full context costs, from a one-position cache's size.
-    const auto per_sequence = static_cast<int64_t>(text_->decoder().make_cache(1, 1).bytes()) * options.context;
+    const auto per_sequence = static_cast<int64_t>(decoder->make_cache(1, 1).bytes()) * options.context;
     const int64_t fit = g.kv_cache_bytes / std::max<int64_t>(per_sequence, 1);
     if (fit < 1) {
       char text[200];
@@ -31,13 +64,33 @@ ServedGenerator::ServedGenerator(const std::string& dir, const ModelConfig& conf
   }
   options.prefill_chunk = g.prefill_chunk;
   options.max_waiting = config.batching.capacity;
-  batcher_ = std::make_unique<generate::ContinuousBatcher>(text_->decoder(), text_->detokenizer(), options);
+  batcher_ = std::make_unique<generate::ContinuousBatcher>(*decoder, detokenize, options);
 }
 
-std::vector<generate::TokenId> ServedGenerator::chat_prompt(const nlohmann::ordered_json& messages) const {
+std::vector<generate::TokenId> ServedGenerator::encode(const std::string& prompt) const {
+  return vlm_ ? vlm_->encode(prompt) : text_->encode(prompt);
+}
+
+void ServedGenerator::check_ids(const std::vector<generate::TokenId>& ids) const {
+  if (vlm_) vlm_->check_ids(ids);
+  else text_->check_ids(ids);
+}
+
+generate::GenerationJob ServedGenerator::chat_job(const nlohmann::ordered_json& messages, const image::Image* image) {
+  generate::GenerationJob job;
+  if (vlm_) {
+    std::lock_guard lock(vision_mutex_);
+    pipelines::VisionLanguage::Conversation c = vlm_->conversation(messages, image);
+    job.prefix_key = prefix_key(c.ids, vlm_->image_token(), c.image_digest);
+    job.prompt = std::move(c.ids);
+    job.prompt_embeddings = std::move(c.embeddings);
+    return job;
+  }
+  if (image) throw Error("this model reads text only: send the message without the image");
   if (!chat_) throw Error("this model's folder has no chat template; send the prompt to /v1/completions instead");
   // The template writes its own special tokens.
-  return text_->encode(chat_->render(messages, true), false);
+  job.prompt = text_->encode(chat_->render(messages, true), false);
+  return job;
 }
 
 }  // namespace mminfer::serve

@@ -108,13 +108,14 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
   if (auto generative = may_generate ? pipelines::detect_generative_folder(dir) : std::nullopt) {
     kind_ = pipelines::kind_name(generative->kind);
     const bool speech = generative->kind == pipelines::GenerativeKind::kSpeechToText;
-    if (generative->kind != pipelines::GenerativeKind::kTextGeneration && !speech)
+    const bool vision_language = generative->kind == pipelines::GenerativeKind::kVisionLanguage;
+    if (generative->kind != pipelines::GenerativeKind::kTextGeneration && !speech && !vision_language)
       throw Error(dir + ": serving " + kind_ + " models is not available yet (`mminfer " +
                   pipelines::kind_command(generative->kind) + "` runs it)");
     refuse_min_cosine();
     preprocess_id_ = sha256_hex(kind_ + "|" + dir + "|" + std::to_string(version_) + "|" + folder_digest(dir));
     if (!speech) {
-      generator_ = std::make_unique<ServedGenerator>(dir, config_);
+      generator_ = std::make_unique<ServedGenerator>(dir, config_, vision_language);
       return;
     }
     // Each instance transcribes one file at a time; its windows already decode as one batch.

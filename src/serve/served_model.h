@@ -74,6 +74,8 @@ class ServedModel {
   const pipelines::Embedder* embedder() const { return embedders_.empty() ? nullptr : embedders_[0].get(); }
   ServedGenerator* generator() const { return generator_.get(); }  // null unless text-generation
   bool transcribes() const { return speech_q_ != nullptr; }         // a speech-to-text folder
+  // The image decoder's options under this model's limits.
+  image::DecodeOptions decode_options() const;
   // Throws Error unless the folder has Whisper's timestamp tokens (segments, srt, vtt).
   void require_timestamps() const { speech_.at(0)->require_timestamps(); }
 
@@ -128,8 +130,6 @@ class ServedModel {
     if (speech_q_) n += f(*speech_q_);
     return n;
   }
-  // The image decoder's options under this model's limits.
-  image::DecodeOptions decode_options() const;
   // Throws Error when config.json sets min_cosine on a model it cannot bound (ocr, onnx).
   void refuse_min_cosine() const;
   // Below FP32: the probes' embeddings by the pipeline in FP32, made before the served copies

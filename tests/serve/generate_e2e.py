@@ -9,6 +9,7 @@ envelope while other streams go on.
 
     generate_e2e.py --mminfer BIN --models DIR --work DIR"""
 import argparse
+import base64
 import json
 import os
 import random
@@ -32,7 +33,8 @@ class Context:
 
 def make_repository(models, work):
     """llama (with a chat template, 4 sequences at once) and llama-one (1 sequence, 2 waiting,
-    no template), both copies of llama-tiny; whisper, a copy of whisper-tiny-test."""
+    no template), both copies of llama-tiny; whisper and vlm, copies of whisper-tiny-test and
+    vlm-tiny."""
     repo = os.path.join(work, "repository")
     shutil.rmtree(repo, ignore_errors=True)
     source = os.path.join(models, "llama-tiny")
@@ -48,8 +50,8 @@ def make_repository(models, work):
             json.dump(config, f)
     with open(os.path.join(repo, "llama", "1", "chat_template.jinja"), "w") as f:
         f.write(CHATML)
-    shutil.copytree(os.path.join(models, "whisper-tiny-test"), os.path.join(repo, "whisper", "1"),
-                    ignore=shutil.ignore_patterns("reference"))
+    for name, source in (("whisper", "whisper-tiny-test"), ("vlm", "vlm-tiny")):
+        shutil.copytree(os.path.join(models, source), os.path.join(repo, name, "1"), ignore=shutil.ignore_patterns("reference"))
     return repo
 
 
@@ -377,6 +379,53 @@ def test_kv_cache_bytes_bounds_the_sequences(ctx):
     check_against_cli(ctx, {"ids": ctx.prompts[0], "max_tokens": 12}, r.json()["choices"][0]["text"], None, "llama-budget")
 
 
+def image_chat(url, question, **extra):
+    return dict({"model": "vlm", "max_tokens": 20, "temperature": 0,
+                 "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                                           {"type": "text", "text": question}]}]}, **extra)
+
+
+def test_vision_language_chat(ctx):
+    """Chats about an image on the SmolVLM-shaped vlm-tiny: `mminfer chat`'s answer for every
+    image and question, whole and streamed; a second question about an image starts from the
+    first one's keys and values through the image, another image does not; bad images."""
+    from PIL import Image, ImageDraw
+    files = []
+    for i, (size, colour) in enumerate((((200, 150), (30, 120, 200)), ((160, 160), (200, 40, 40)))):
+        img = Image.new("RGB", size, colour)
+        ImageDraw.Draw(img).ellipse((20 + 10 * i, 30, 120, 110), fill=(250, 200, 0))
+        files.append(os.path.join(ctx.work, f"image{i}.png"))
+        img.save(files[-1])
+    urls = ["data:image/png;base64," + base64.b64encode(open(f, "rb").read()).decode() for f in files]
+    folder = os.path.join(os.path.dirname(os.path.dirname(ctx.folder)), "vlm", "1")
+    cached = {}
+    for question in ("What is in the image?", "Which colour is the ball?"):
+        for f, url in zip(files, urls):
+            p = subprocess.run([ctx.mminfer, "chat", "--pipeline", folder, "--image", f, question, "--max-new-tokens", "20",
+                                "--json"], capture_output=True, text=True, timeout=120)
+            want = json.loads(p.stdout)["text"]
+            r = ctx.server.post_json("/v1/chat/completions", image_chat(url, question))
+            assert r.status == 200, r.body[:300]
+            j = r.json()
+            assert j["choices"][0]["message"]["content"] == want, f"{f} {question!r}: {j['choices'][0]['message']} vs {want!r}"
+            cached[(f, question)] = j["usage"]["prompt_tokens_details"]["cached_tokens"]
+            status, _, events = stream(ctx, "/v1/chat/completions", image_chat(url, question))
+            assert status == 200 and streamed_text(events)[0][0] == want, "the streamed answer differs"
+    # The image block (image_seq_len tokens) sits early in the prompt: a second question about the
+    # same image reuses it; the first question about the second image reuses only what precedes it.
+    image_tokens = json.load(open(os.path.join(folder, "config.json")))["image_seq_len"]
+    assert cached[(files[0], "Which colour is the ball?")] >= image_tokens, cached
+    assert cached[(files[1], "What is in the image?")] < image_tokens, cached
+    for url, status in ((urls[0][:40] + "@@@", 400), ("https://example.com/a.png", 400),
+                        ("data:image/png;base64," + base64.b64encode(b"not an image").decode(), 400)):
+        r = ctx.server.post_json("/v1/chat/completions", image_chat(url, "what?"))
+        assert r.status == status and r.openai_error()["param"] == "messages", f"{url[:50]}: {r.status} {r.body[:200]!r}"
+    two = image_chat(urls[0], "both?")
+    two["messages"][0]["content"].append({"type": "image_url", "image_url": {"url": urls[1]}})
+    r = ctx.server.post_json("/v1/chat/completions", two)
+    assert r.status == 400 and "takes one" in r.openai_error()["message"], r.body[:200]
+
+
 def test_later_turns_reuse_the_prefix(ctx):
     """A conversation's second turn starts from the first turn's keys and values (usage's
     cached_tokens, /metrics' prefix hits) and still answers what the command line answers."""
@@ -575,6 +624,7 @@ def main():
     ctx = Context()
     ctx.mminfer = args.mminfer
     ctx.cli_cache = {}
+    ctx.work = args.work
     repo = make_repository(args.models, args.work)
     ctx.folder = os.path.join(repo, "llama", "1")
     ref = json.load(open(os.path.join(args.models, "llama-tiny", "reference", "reference.json")))
@@ -591,7 +641,7 @@ def main():
                         test_full_queue_answers_429, test_clients_that_leave_free_their_sequences,
                         test_triton_generate_extension, test_audio_transcriptions, test_page_chats_and_transcribes,
                         test_openai_npm_client, test_later_turns_reuse_the_prefix, test_256_clients_get_answers_or_429,
-                        test_kv_cache_bytes_bounds_the_sequences,
+                        test_kv_cache_bytes_bounds_the_sequences, test_vision_language_chat,
                         test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()

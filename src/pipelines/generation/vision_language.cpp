@@ -35,6 +35,24 @@ Tensor run_one(Session& s, const std::string& input, const Tensor& t) {
   return out[0];
 }
 
+// Writes the image's features over the image tokens' rows of `embeds` ([1, positions, width]).
+void splice_features(Tensor& embeds, const std::vector<generate::TokenId>& prompt, generate::TokenId image_token,
+                     const Tensor* features) {
+  const int64_t width = embeds.dim(2);
+  int64_t used = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] != image_token) continue;
+    if (!features || used >= features->dim(1)) throw Error("the prompt holds more image tokens than the image has features");
+    if (features->dim(2) != width)
+      throw Error("image features are " + std::to_string(features->dim(2)) + " wide, token embeddings " + std::to_string(width));
+    std::memcpy(embeds.data<float>() + i * width, features->data<float>() + used * width, sizeof(float) * width);
+    ++used;
+  }
+  if (features && used != features->dim(1))
+    throw Error("the prompt holds " + std::to_string(used) + " image tokens for " + std::to_string(features->dim(1)) +
+                " image features");
+}
+
 // Embeds tokens and, in the prefill, writes the image's features over the image tokens.
 class VisionLanguageModel final : public generate::StepModel {
  public:
@@ -48,20 +66,7 @@ class VisionLanguageModel final : public generate::StepModel {
 
   Tensor prefill(int64_t row, const std::vector<generate::TokenId>& prompt) override {
     Tensor embeds = run_one(embed_, "input_ids", generate::ids_tensor(prompt));
-    const int64_t width = embeds.dim(2);
-    int64_t used = 0;
-    for (size_t i = 0; i < prompt.size(); ++i) {
-      if (prompt[i] != image_token_) continue;
-      if (!features_ || used >= features_->dim(1))
-        throw Error("the prompt holds more image tokens than the image has features");
-      if (features_->dim(2) != width)
-        throw Error("image features are " + std::to_string(features_->dim(2)) + " wide, token embeddings " + std::to_string(width));
-      std::memcpy(embeds.data<float>() + i * width, features_->data<float>() + used * width, sizeof(float) * width);
-      ++used;
-    }
-    if (features_ && used != features_->dim(1))
-      throw Error("the prompt holds " + std::to_string(used) + " image tokens for " + std::to_string(features_->dim(1)) +
-                  " image features");
+    splice_features(embeds, prompt, image_token_, features_);
     return decoder_.step(*cache_, row, "inputs_embeds", embeds);
   }
   Tensor step(int64_t row, const Tensor& ids) override {
@@ -165,9 +170,13 @@ std::string VisionLanguage::prompt_text(const std::string& question, bool with_i
   std::string text = template_ ? template_->render(ChatTemplate::user_turn(question, with_image), true)
                                : "<|im_start|>User:" + std::string(with_image ? "<image>" : "") + question +
                                      "<end_of_utterance>\nAssistant:";
+  return expand_images(text, with_image ? 1 : 0, rows, cols);
+}
+
+std::string VisionLanguage::expand_images(const std::string& text, int want, int rows, int cols) const {
   const std::string image = image_block(rows, cols);
   std::string out;
-  size_t images = 0;
+  int images = 0;
   for (size_t at = 0;;) {  // every <image> the template wrote becomes the image's tokens
     size_t next = text.find("<image>", at);
     out += text.substr(at, next == std::string::npos ? std::string::npos : next - at);
@@ -176,10 +185,55 @@ std::string VisionLanguage::prompt_text(const std::string& question, bool with_i
     ++images;
     at = next + 7;
   }
-  if (images != (with_image ? 1u : 0u))
+  if (images != want)
     throw Error((template_ ? template_->file() : std::string("the prompt")) + " wrote " + std::to_string(images) +
-                " <image> markers for " + std::to_string(with_image ? 1 : 0) + " image");
+                " <image> markers for " + std::to_string(want) + " image");
   return out;
+}
+
+VisionLanguage::Conversation VisionLanguage::conversation(const nlohmann::ordered_json& messages, const image::Image* img) {
+  Conversation c;
+  Frames f;
+  Tensor features;
+  if (img) {
+    f = frames(*img);
+    c.image_digest = content_digest(f.pixels);
+    features = features_.rows("image", {c.image_digest}, [&](const std::vector<size_t>&) { return encode_frames(f.pixels); })[0];
+  }
+  std::string text;
+  if (template_) {
+    text = expand_images(template_->render(messages, true), img ? 1 : 0, f.rows, f.cols);
+  } else {
+    if (messages.size() != 1 || messages[0].value("role", "") != "user")
+      throw Error("this folder has no chat template, so it takes one user message, not a conversation");
+    const auto& content = messages[0]["content"];
+    std::string question = content.is_string() ? content.get<std::string>() : "";
+    if (content.is_array())
+      for (const auto& part : content)
+        if (part.value("type", "") == "text") question += part.value("text", "");
+    text = prompt_text(question, img != nullptr, f.rows, f.cols);
+  }
+  text::Encoding e = tokenizer_->encode(text, false);
+  c.ids.assign(e.ids.begin(), e.ids.end());
+  c.embeddings = run_one(*embed_, "input_ids", generate::ids_tensor(c.ids));
+  splice_features(c.embeddings, c.ids, image_token_, img ? &features : nullptr);
+  return c;
+}
+
+void VisionLanguage::check_ids(const std::vector<generate::TokenId>& ids) const {
+  for (generate::TokenId id : ids)
+    if (id < 0 || id >= tokenizer_->vocab_end())
+      throw Error("token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+                  std::to_string(tokenizer_->vocab_end()) + " tokens");
+}
+
+Tensor VisionLanguage::embed(const Tensor& ids) { return run_one(*embed_, "input_ids", ids); }
+
+generate::DecodeFn VisionLanguage::detokenizer() const { return pipelines::detokenizer(*tokenizer_); }
+
+std::vector<generate::TokenId> VisionLanguage::encode(const std::string& text) const {
+  text::Encoding e = tokenizer_->encode(text, true);
+  return std::vector<generate::TokenId>(e.ids.begin(), e.ids.end());
 }
 
 std::vector<generate::TokenId> VisionLanguage::prompt_ids(const std::string& question, bool with_image, int rows,
@@ -273,7 +327,7 @@ generate::DecodedSequence VisionLanguage::answer(const std::string& question, co
                 std::to_string(f.pixels.dim(0) * image_seq_len_) + " image tokens) makes a " + std::to_string(length) +
                 "-token prompt; the model's context is " + std::to_string(request.context) + " positions");
   VisionLanguageModel model(*decoder_, *embed_, image_token_, img ? &features : nullptr);
-  return generate::decode(model, request, detokenizer(*tokenizer_), timings).at(0);
+  return generate::decode(model, request, detokenizer(), timings).at(0);
 }
 
 }  // namespace mminfer::pipelines

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "generate/decode_loop.h"
 #include "modal/image/image.h"
 #include "modal/image/normalize.h"
@@ -59,6 +61,28 @@ class VisionLanguage {
   // The folder's chat template; null when it has none (Idefics3's form is used).
   const ChatTemplate* chat_template() const { return template_ ? &*template_ : nullptr; }
 
+  // A conversation's prompt as the decoder reads it, for serving: the chat template over
+  // `messages` ([{"role", "content": "text" or [{"type": "text", "text"}, {"type": "image"}]}],
+  // at most one image part in all) with the image's tokens at its marker; the ids; their
+  // embeddings with the image's features spliced in ([1, positions, width]); and the image's
+  // content digest ("" without one), which tells prompts about different images apart.
+  // Without a chat template, only one user turn. Throws Error naming what is wrong.
+  struct Conversation {
+    std::vector<generate::TokenId> ids;
+    Tensor embeddings;
+    std::string image_digest;
+  };
+  Conversation conversation(const nlohmann::ordered_json& messages, const image::Image* image);
+  // Token ids [n, S] as the decoder's inputs_embeds [n, S, width].
+  Tensor embed(const Tensor& ids);
+  runtime::CachedDecoder& decoder() { return *decoder_; }
+  generate::DecodeFn detokenizer() const;
+  std::vector<generate::TokenId> encode(const std::string& text) const;  // the tokenizer's special tokens included
+  int64_t context() const { return context_; }  // 0 when unknown
+  // Throws Error for an id outside the tokenizer's vocabulary.
+  void check_ids(const std::vector<generate::TokenId>& ids) const;
+  generate::TokenId image_token() const { return image_token_; }
+
   // Answers one question; `image` may be null for a text-only question. `image_frames`: how many
   // frames the image went to the encoder as (0 without one).
   generate::DecodedSequence answer(const std::string& question, const image::Image* image, generate::DecodeRequest request,
@@ -80,6 +104,9 @@ class VisionLanguage {
   bool pixel_mask_ = false;      // the encoder takes pixel_attention_mask
   bool frame_per_run_ = false;   // the encoder's frame axis is fixed at 1
   std::string image_block(int rows, int cols) const;
+  // Each <image> of a rendered prompt replaced by the image's tokens; throws unless there are
+  // `images` of them.
+  std::string expand_images(const std::string& text, int images, int rows, int cols) const;
   Tensor encode_frames(const Tensor& pixels);
   Tensor run_encoder(const Tensor& pixels);
   int64_t image_seq_len_ = 0;
