@@ -276,6 +276,29 @@ void Server::triton_generate(const HttpRequest& req, const std::shared_ptr<Serve
 
 void Server::generate(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply,
                       GenerationProtocol protocol) {
+  if (request.images.empty()) return start_generation(request, model, reply, protocol);
+  // An image goes through the vision encoder: on a worker of parse_pool_, so the I/O threads stay
+  // free for other requests meanwhile.
+  const bool triton = protocol == GenerationProtocol::kTriton;
+  bool posted = parse_pool_->post([this, request, model, reply, protocol, triton] {
+    try {
+      start_generation(request, model, reply, protocol);
+    } catch (const RequestError& e) {
+      reply(triton ? error_response(e.status(), e.what()) : openai_error(e.status(), e.what(), e.param(), e.code()));
+    } catch (const std::exception& e) {
+      reply(triton ? error_response(400, e.what()) : openai_error(400, e.what()));
+    }
+  });
+  if (!posted) {
+    HttpResponse busy = triton ? error_response(503, "the server is encoding too many images; retry shortly")
+                               : openai_error(503, "the server is encoding too many images; retry shortly");
+    busy.headers.emplace_back("Retry-After", "1");
+    reply(std::move(busy));
+  }
+}
+
+void Server::start_generation(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model,
+                              const Reply& reply, GenerationProtocol protocol) {
   const bool chat = request.chat;
   const bool triton = protocol == GenerationProtocol::kTriton;
   auto refusal = [&](int status, const std::string& message) {

@@ -86,6 +86,9 @@ class Server {
   void triton_generate(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, bool stream, const Reply& reply);
   void generate(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply,
                 GenerationProtocol protocol);
+  // What generate() does on the calling thread: prompts, checks, jobs queued (throws RequestError).
+  void start_generation(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply,
+                        GenerationProtocol protocol);
 
   // Also records `name` as the model the request is counted under in /metrics.
   std::shared_ptr<ServedModel> find_model(const std::string& name, int version, const Reply& reply) const;
