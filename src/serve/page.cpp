@@ -1,6 +1,6 @@
 // The page at GET /: drop an image to read its text (lines drawn on it) or to label it
-// zero-shot, type text to embed it, chat with a text-generation model (the answer streams in as
-// it is made) or transcribe an audio file. Plain HTML and script, no outside resources.
+// zero-shot, type text to embed it, chat with a generative model (about an image too, with a
+// vision-language model; the answer streams in as it is made) or transcribe an audio file. Plain HTML and script, no outside resources.
 #include "serve/server.h"
 
 namespace mminfer::serve {
@@ -29,6 +29,7 @@ const std::string& index_page() {
 <div id="embedding"></div>
 <h2>Chat</h2>
 <p><select id="chat-model"></select> <input type="text" id="message" placeholder="a message"> <button id="send">Send</button>
+<label>image (vision-language models): <input type="file" id="chat-image" accept="image/*"></label>
 <label>at most <input type="number" id="max-tokens" value="256" min="1" style="width:5em"> tokens</label></p>
 <div id="chat"></div>
 <h2>Speech</h2>
@@ -99,7 +100,11 @@ window.chatEvents = 0;
 $('send').onclick = async () => {
   const text = $('message').value;
   if (!text) return;
-  history.push({role: 'user', content: text});
+  // An image chosen (or dropped on the field) goes with this message, as a data URL.
+  const image = $('chat-image').files[0];
+  const url = image && await new Promise((ok) => { const fr = new FileReader(); fr.onload = () => ok(fr.result); fr.readAsDataURL(image); });
+  history.push({role: 'user', content: url ? [{type: 'image_url', image_url: {url}}, {type: 'text', text}] : text});
+  $('chat-image').value = '';
   const asked = document.createElement('p'); asked.className = 'user'; asked.textContent = text;
   const out = document.createElement('p'); out.className = 'assistant';
   $('chat').append(asked, out);

@@ -564,7 +564,8 @@ def test_audio_transcriptions(ctx):
 
 def test_page_chats_and_transcribes(ctx):
     """The page at / in headless Chromium: a two-turn chat whose answers stream in as events and
-    equal the API's whole answers for the same conversation, and an audio file transcribed."""
+    equal the API's whole answers for the same conversation, a question about an image chosen
+    in the chat, and an audio file transcribed."""
     from devtools import Chromium
     browser = Chromium()
     try:
@@ -588,6 +589,23 @@ def test_page_chats_and_transcribes(ctx):
             history.append({"role": "assistant", "content": want})
         events = page.evaluate("window.chatEvents")
         assert events > 4, f"the page read {events} events: the answers did not stream"
+        # A chat about an image with the vision-language model: the page's answer is the API's.
+        image = os.path.join(ctx.work, "page-image.png")
+        from PIL import Image
+        Image.new("RGB", (96, 64), (40, 160, 90)).save(image)
+        page.navigate(f"http://{ctx.server.host}:{ctx.server.port}/")
+        page.wait_for("document.querySelectorAll('#chat-model option').length > 0", what="the model list")
+        page.evaluate("document.getElementById('chat-model').value = 'vlm'; document.getElementById('max-tokens').value = '16'; true")
+        root = page.call("DOM.getDocument")["root"]["nodeId"]
+        node = page.call("DOM.querySelector", nodeId=root, selector="#chat-image")["nodeId"]
+        page.call("DOM.setFileInputFiles", nodeId=node, files=[image])
+        page.evaluate("document.getElementById('message').value = 'what colour is it?'; document.getElementById('send').click(); true")
+        shown = page.wait_for("(() => { const a = document.querySelectorAll('#chat .assistant.done, #chat .err'); "
+                              "return a.length > 0 && [a[0].className, a[0].textContent]; })()", timeout=120, what="the image answer")
+        assert shown[0] != "err", f"the page shows an error: {shown[1]}"
+        url = "data:image/png;base64," + base64.b64encode(open(image, "rb").read()).decode()
+        want = ctx.server.post_json("/v1/chat/completions", image_chat(url, "what colour is it?", max_tokens=16)).json()
+        assert shown[1] == want["choices"][0]["message"]["content"], f"the page shows {shown[1]!r}, the API answers {want}"
         page.evaluate("document.getElementById('speech-model').value = 'whisper'; true")
         root = page.call("DOM.getDocument")["root"]["nodeId"]
         node = page.call("DOM.querySelector", nodeId=root, selector="#audio")["nodeId"]
