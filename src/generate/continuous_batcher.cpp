@@ -58,8 +58,7 @@ ContinuousBatcher::ContinuousBatcher(runtime::CachedDecoder& decoder, DecodeFn d
   if (options_.max_sequences <= 0 || options_.context <= 1 || options_.prefill_chunk <= 0)
     throw Error("continuous batching needs max_sequences >= 1, a context of 2 positions or more and prefill_chunk >= 1");
   cache_bytes_ = cache_.bytes();
-  held_.resize(static_cast<size_t>(cache_.rows()));
-  used_.resize(static_cast<size_t>(cache_.rows()), 0);
+  left_.resize(static_cast<size_t>(cache_.rows()));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -142,30 +141,28 @@ void ContinuousBatcher::reuse_prefix(Sequence& s) {
     if (static_cast<int64_t>(m) > best) best = static_cast<int64_t>(m), from = row;
   };
   for (const auto& d : decoding_) consider(d->row, std::span<const TokenId>(d->key).first(static_cast<size_t>(cache_.length(d->row))));
-  for (int64_t r = n; r < cache_.rows(); ++r) consider(r, held_[r]);
+  for (int64_t r = n; r < cache_.rows(); ++r) consider(r, left_[r].key);
   // The row the sequence takes: an empty free row, else the one whose contents were used least
   // recently, so a reused prefix stays for the next prompt that shares it (copied, not taken).
   int64_t victim = -1;
   for (int64_t r = n; r < cache_.rows(); ++r) {
     if (r == from) continue;
-    if (victim < 0 || (held_[r].empty() && !held_[victim].empty()) ||
-        (held_[r].empty() == held_[victim].empty() && used_[r] < used_[victim]))
+    const Leftover &a = left_[r], &b = left_[victim < 0 ? r : victim];
+    if (victim < 0 || (a.key.empty() && !b.key.empty()) || (a.key.empty() == b.key.empty() && a.used < b.used))
       victim = r;
   }
   if (victim < 0) victim = from;  // the only free row holds the prefix: taken in place
   if (victim != n) {
-    std::vector<int64_t> sources(static_cast<size_t>(cache_.rows()));
-    for (int64_t r = 0; r < cache_.rows(); ++r) sources[r] = r;
-    std::swap(sources[n], sources[victim]);
-    cache_.reorder(sources);
-    std::swap(held_[n], held_[victim]);
-    std::swap(used_[n], used_[victim]);
+    std::vector<int64_t> at(static_cast<size_t>(cache_.rows()));
+    for (int64_t r = 0; r < cache_.rows(); ++r) at[r] = r;
+    std::swap(at[n], at[victim]);
+    move_rows(at);
     if (from == n) from = victim;
   }
-  if (from >= 0) used_[from] = ++clock_;
+  if (from >= 0) left_[from].used = ++clock_;
   if (from >= 0 && from != n) cache_.copy_prefix(from, n, best);
   cache_.set_length(n, best);
-  held_[n].clear();
+  left_[n].key.clear();
   s.prefilled = s.reused = best;
 }
 
@@ -272,12 +269,23 @@ void ContinuousBatcher::finish(Sequence& s, std::string error) {
   s.job.on_done = nullptr;
 }
 
+void ContinuousBatcher::move_rows(const std::vector<int64_t>& at) {
+  bool moved = false;
+  for (int64_t r = 0; r < cache_.rows(); ++r) moved = moved || at[r] != r;
+  if (!moved) return;
+  cache_.reorder(at);
+  std::vector<Leftover> left(left_.size());
+  for (int64_t r = 0; r < cache_.rows(); ++r) left[r] = std::move(left_[at[r]]);
+  left_ = std::move(left);
+}
+
 void ContinuousBatcher::compact() {
   // What the ended sequences leave in their rows: the tokens whose keys and values are there.
   auto leave = [&](const Sequence& s) {
     const auto length = static_cast<size_t>(cache_.length(s.row));
-    held_[s.row].assign(s.key.begin(), s.key.begin() + static_cast<std::ptrdiff_t>(std::min(length, s.key.size())));
-    used_[s.row] = ++clock_;
+    Leftover& left = left_[s.row];
+    left.key.assign(s.key.begin(), s.key.begin() + static_cast<std::ptrdiff_t>(std::min(length, s.key.size())));
+    left.used = ++clock_;
   };
   std::vector<std::unique_ptr<Sequence>> kept;
   for (auto& s : decoding_) {
@@ -303,18 +311,9 @@ void ContinuousBatcher::compact() {
     s->row = hole;
   }
   if (prefilling_ && prefilling_->row != count) std::swap(at[count], at[prefilling_->row]), prefilling_->row = count;
-  bool moved = false;
-  for (int64_t r = 0; r < cache_.rows(); ++r) moved = moved || at[r] != r;
-  if (moved) {
-    cache_.reorder(at);
-    std::vector<std::vector<TokenId>> held(held_.size());
-    std::vector<uint64_t> used(used_.size());
-    for (int64_t r = 0; r < cache_.rows(); ++r) held[r] = std::move(held_[at[r]]), used[r] = used_[at[r]];
-    held_ = std::move(held);
-    used_ = std::move(used);
-  }
-  for (int64_t r = 0; r < count; ++r) held_[r].clear();  // running rows: their sequences say what they hold
-  if (prefilling_) held_[count].clear();
+  move_rows(at);
+  for (int64_t r = 0; r < count; ++r) left_[r].key.clear();  // running rows: their sequences say what they hold
+  if (prefilling_) left_[count].key.clear();
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a->row < b->row; });
   decoding_ = std::move(kept);
 }

@@ -106,6 +106,8 @@ class ContinuousBatcher {
   void compact();
   // Starts the admitted sequence in row n from the longest prefix of its prompt that a row holds.
   void reuse_prefix(Sequence& s);
+  // Row r takes the contents (cache and leftover) of row at[r], a permutation.
+  void move_rows(const std::vector<int64_t>& at);
 
   runtime::CachedDecoder& decoder_;
   DecodeFn detokenize_;
@@ -121,9 +123,13 @@ class ContinuousBatcher {
   // The batcher thread's own: decoding sequences in rows [0, n), then the one being prefilled.
   std::vector<std::unique_ptr<Sequence>> decoding_;
   std::unique_ptr<Sequence> prefilling_;
-  // Per row: the tokens whose keys and values a free row still holds (empty: nothing reusable).
-  std::vector<std::vector<TokenId>> held_;
-  std::vector<uint64_t> used_;  // per row: when its contents were last made or reused (least recent goes first)
+  // Per row, what a free row still holds for later prompts: the key of each position (empty:
+  // nothing reusable) and when it was last made or reused (the least recent is overwritten first).
+  struct Leftover {
+    std::vector<TokenId> key;
+    uint64_t used = 0;
+  };
+  std::vector<Leftover> left_;
   uint64_t clock_ = 0;
   std::atomic<size_t> running_{0};
   std::atomic<uint64_t> steps_{0};

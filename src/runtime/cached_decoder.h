@@ -21,6 +21,8 @@ class CachedDecoder {
 
   // A cache for `rows` sequences of up to `capacity` positions each.
   KvCache make_cache(int64_t rows, int64_t capacity) const;
+  // What one cached position costs over every layer (keys and values).
+  size_t cache_bytes_per_position() const { return KvCache::bytes_per_position(layers_, cache_dtype_); }
 
   const passes::KvCacheBinding& binding() const { return binding_; }
   bool has_input(const std::string& name) const;

@@ -50,8 +50,7 @@ ServedGenerator::ServedGenerator(const std::string& dir, const ModelConfig& conf
                                         : GenerationSettings::kDefaultContext;
   options.max_sequences = g.max_sequences;
   if (g.kv_cache_bytes > 0) {
-    // What one sequence of the full context costs, from a one-position cache's size.
-    const auto per_sequence = static_cast<int64_t>(decoder->make_cache(1, 1).bytes()) * options.context;
+    const auto per_sequence = static_cast<int64_t>(decoder->cache_bytes_per_position()) * options.context;
     const int64_t fit = g.kv_cache_bytes / std::max<int64_t>(per_sequence, 1);
     if (fit < 1) {
       char text[200];
