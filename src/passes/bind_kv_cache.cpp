@@ -148,6 +148,10 @@ void bind_group_query_attention(ir::Graph& g, KvCacheBinding& binding, std::set<
     n.attrs.set("mminfer_cache_in_place", int64_t{1});
     n.inputs[5] = add_input(g, KvCacheBinding::kSeqlensInput, DType::kInt32, {-1});
     n.inputs[6] = add_input(g, KvCacheBinding::kTotalInput, DType::kInt32, {});
+    // After the inputs the op defines (up to head_sink, 11): the block table.
+    if (n.inputs.size() < 12) n.inputs.resize(12, ir::kNoValue);
+    n.attrs.set("mminfer_block_table_input", static_cast<int64_t>(n.inputs.size()));
+    n.inputs.push_back(add_input(g, KvCacheBinding::kBlockTableInput, DType::kInt32, {-1, -1}));
     for (size_t o = 1; o < n.outputs.size() && o < 3; ++o)
       if (n.outputs[o] >= 0) presents.insert(n.outputs[o]), n.outputs[o] = ir::kNoValue;
     pasts.insert({pk, pv});
@@ -173,9 +177,10 @@ std::optional<KvCacheBinding> bind_kv_cache(ir::Graph& original, std::string* wh
     return std::nullopt;
   }
   int lengths = blocks.empty() ? -1 : add_input(g, KvCacheBinding::kLengthsInput, DType::kInt64, {-1});
+  int table = blocks.empty() ? -1 : add_input(g, KvCacheBinding::kBlockTableInput, DType::kInt32, {-1, -1});
   for (const Block& b : blocks) {
     ir::Node fused = mminfer_node("CachedAttention", g.label(g.nodes[b.nodes.back()]) + "/cached_attention",
-                                  {b.q, b.k.fresh, b.v.fresh, b.k.past, b.v.past, lengths}, {b.out});
+                                  {b.q, b.k.fresh, b.v.fresh, b.k.past, b.v.past, lengths, table}, {b.out});
     fused.attrs.set("scale", b.scale);
     fused.attrs.set("causal", int64_t{b.masked ? 1 : 0});
     replace_nodes(g, b.nodes, std::move(fused));

@@ -22,7 +22,7 @@
 namespace mminfer::passes {
 
 struct KvCachePair {
-  std::string past_key, past_value;  // graph inputs, now [batch, kv_heads, capacity, head_dim]
+  std::string past_key, past_value;  // graph inputs, now pools of cache blocks (kBlockTableInput)
 };
 
 // A Shape(past) the graph read (Whisper's positions come from the past length): it became a graph
@@ -43,6 +43,11 @@ struct KvCacheBinding {
   // total_sequence_length (int32 scalar) become inputs the loop feeds instead of the mask.
   static constexpr const char* kSeqlensInput = "mminfer::seqlens_k";
   static constexpr const char* kTotalInput = "mminfer::total_sequence_length";
+  // int32 [batch, W]: the cache blocks of each sequence in order. The past inputs the loop feeds
+  // are pools of blocks [blocks, kv_heads, block, head_dim] (a row per sequence is the case of
+  // one block of the whole capacity each), and position p of sequence b is row p % block of
+  // block table[b][p / block].
+  static constexpr const char* kBlockTableInput = "mminfer::block_table";
 };
 
 // Rewrites `g` and returns the binding, or leaves `g` untouched and returns nullopt with the

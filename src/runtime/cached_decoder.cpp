@@ -60,19 +60,16 @@ const ValueInfo* CachedDecoder::input(const std::string& name) const {
 
 bool CachedDecoder::has_input(const std::string& name) const { return input(name) != nullptr; }
 
-Tensor CachedDecoder::step(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens,
-                           const std::vector<NamedTensor>& extra) {
-  int64_t n = tokens.dim(0);
-  if (row < 0 || n <= 0 || row + n > cache.rows()) throw Error("decoder step: rows out of the cache's range");
-  bool equal = true;
-  for (int64_t r = row + 1; r < row + n; ++r) equal = equal && cache.length(r) == cache.length(row);
-  if (equal || !rows_share_length_) return step_rows(cache, row, n, tokens_name, tokens, extra);
-  // Rows of different lengths, and the graph reads the length as a shape: one row at a time.
+Tensor CachedDecoder::split_unequal(const std::vector<int64_t>& lengths, const Tensor& tokens,
+                                   const std::vector<NamedTensor>& extra, const RowsStep& run) {
+  const auto n = static_cast<int64_t>(lengths.size());
+  if (!rows_share_length_ || std::all_of(lengths.begin(), lengths.end(), [&](int64_t l) { return l == lengths[0]; }))
+    return run(0, n, tokens, extra);
   std::vector<Tensor> parts;
   for (int64_t r = 0; r < n; ++r) {
     std::vector<NamedTensor> extra_r;
     for (const auto& [name, t] : extra) extra_r.emplace_back(name, t.rank() > 0 && t.dim(0) == n ? rows_of(t, r, 1) : t);
-    parts.push_back(step_rows(cache, row + r, 1, tokens_name, rows_of(tokens, r, 1), extra_r));
+    parts.push_back(run(r, 1, rows_of(tokens, r, 1), extra_r));
   }
   int64_t vocab = parts[0].dim(1);
   Tensor logits = Tensor::empty(DType::kFloat32, {n, vocab});
@@ -80,21 +77,64 @@ Tensor CachedDecoder::step(KvCache& cache, int64_t row, const std::string& token
   return logits;
 }
 
-Tensor CachedDecoder::step_rows(KvCache& cache, int64_t row, int64_t n, const std::string& tokens_name, const Tensor& tokens,
-                                const std::vector<NamedTensor>& extra) {
+Tensor CachedDecoder::step(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens,
+                           const std::vector<NamedTensor>& extra) {
+  const int64_t n = tokens.rank() >= 1 ? tokens.dim(0) : 0;
+  if (row < 0 || n <= 0 || row + n > cache.rows()) throw Error("decoder step: rows out of the cache's range");
+  std::vector<int64_t> lengths(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) lengths[r] = cache.length(row + r);
+  return split_unequal(lengths, tokens, extra, [&](int64_t first, int64_t count, const Tensor& t, const std::vector<NamedTensor>& e) {
+    // Each row is one block of the whole capacity.
+    std::vector<int64_t> slots(static_cast<size_t>(count)), before(slots.size());
+    for (int64_t r = 0; r < count; ++r) slots[r] = row + first + r, before[r] = lengths[first + r];
+    Tensor logits = run_step(cache, before, int_tensor(DType::kInt32, {count, 1}, slots), tokens_name, t, e);
+    for (int64_t r = 0; r < count; ++r) cache.set_length(slots[r], before[r] + t.dim(1));
+    return logits;
+  });
+}
+
+Tensor CachedDecoder::step(KvCache& pool, std::span<BlockList* const> sequences, const std::string& tokens_name,
+                           const Tensor& tokens, const std::vector<NamedTensor>& extra) {
+  const auto n = static_cast<int64_t>(sequences.size());
+  if (n <= 0 || tokens.rank() < 2 || tokens.dim(0) != n) throw Error("decoder step: one row of tokens per sequence");
+  std::vector<int64_t> lengths(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) lengths[r] = sequences[r]->length;
+  return split_unequal(lengths, tokens, extra, [&](int64_t first, int64_t count, const Tensor& t, const std::vector<NamedTensor>& e) {
+    const int64_t S = t.dim(1);
+    size_t width = 1;
+    for (int64_t r = first; r < first + count; ++r) {
+      const BlockList& s = *sequences[r];
+      if (s.length + S > static_cast<int64_t>(s.blocks.size()) * pool.capacity())
+        throw Error("decoder step: a sequence's blocks do not cover its next " + std::to_string(S) + " positions");
+      width = std::max(width, s.blocks.size());
+    }
+    std::vector<int64_t> table(static_cast<size_t>(count) * width, 0), before;
+    for (int64_t r = 0; r < count; ++r) {
+      const BlockList& s = *sequences[first + r];
+      std::copy(s.blocks.begin(), s.blocks.end(), table.begin() + static_cast<std::ptrdiff_t>(r * width));
+      before.push_back(s.length);
+    }
+    Tensor logits = run_step(pool, before, int_tensor(DType::kInt32, {count, static_cast<int64_t>(width)}, table), tokens_name, t, e);
+    for (int64_t r = first; r < first + count; ++r) sequences[r]->length += S;
+    return logits;
+  });
+}
+
+Tensor CachedDecoder::run_step(KvCache& cache, const std::vector<int64_t>& lengths, const Tensor& table,
+                               const std::string& tokens_name, const Tensor& tokens, const std::vector<NamedTensor>& extra) {
+  const auto n = static_cast<int64_t>(lengths.size());
   const int64_t S = tokens.rank() >= 2 ? tokens.dim(1) : 0;
   if (S <= 0) throw Error("decoder step: no new positions");
-  std::vector<int64_t> lengths(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) {
-    lengths[r] = cache.length(row + r);
-    if (lengths[r] + S > cache.capacity())
+  const int64_t capacity = cache.capacity() * table.dim(1);
+  for (int64_t r = 0; r < n; ++r)
+    if (lengths[r] + S > capacity)
       throw Error("the sequence needs " + std::to_string(lengths[r] + S) + " positions, more than the context of " +
-                  std::to_string(cache.capacity()));
-  }
+                  std::to_string(capacity));
   std::vector<NamedTensor> feed = extra;
   feed.emplace_back(tokens_name, tokens);
   if (has_input(passes::KvCacheBinding::kLengthsInput))
     feed.emplace_back(passes::KvCacheBinding::kLengthsInput, int_tensor(DType::kInt64, {n}, lengths));
+  if (has_input(passes::KvCacheBinding::kBlockTableInput)) feed.emplace_back(passes::KvCacheBinding::kBlockTableInput, table);
   if (has_input(passes::KvCacheBinding::kSeqlensInput)) {  // GroupQueryAttention's view of the lengths
     std::vector<int64_t> last(lengths.size());
     int64_t total = 0;
@@ -123,8 +163,8 @@ Tensor CachedDecoder::step_rows(KvCache& cache, int64_t row, int64_t n, const st
     feed.emplace_back(f.input, int_tensor(DType::kInt64, {static_cast<int64_t>(part.size())}, part));
   }
   for (size_t i = 0; i < binding_.pairs.size(); ++i) {
-    feed.emplace_back(binding_.pairs[i].past_key, cache.keys(i, row, n));
-    feed.emplace_back(binding_.pairs[i].past_value, cache.values(i, row, n));
+    feed.emplace_back(binding_.pairs[i].past_key, cache.keys(i, 0, cache.rows()));
+    feed.emplace_back(binding_.pairs[i].past_value, cache.values(i, 0, cache.rows()));
   }
   std::vector<Tensor> out;
   Status s = session_->run(feed, {"logits"}, &out);
@@ -133,7 +173,6 @@ Tensor CachedDecoder::step_rows(KvCache& cache, int64_t row, int64_t n, const st
   if (logits.dtype() != DType::kFloat32 || logits.rank() != 3 || logits.dim(0) != n)
     throw Error("the decoder's logits are " + std::string(dtype_name(logits.dtype())) + " " + shape_str(logits.shape()) +
                 ", expected float32 [" + std::to_string(n) + ", positions, vocab]");
-  for (int64_t r = 0; r < n; ++r) cache.set_length(row + r, lengths[r] + S);
   const int64_t steps = logits.dim(1), vocab = logits.dim(2);
   Tensor last = Tensor::empty(DType::kFloat32, {n, vocab});
   for (int64_t r = 0; r < n; ++r)

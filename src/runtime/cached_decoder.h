@@ -1,7 +1,9 @@
 // A decoder model whose KV cache the runtime owns (passes/bind_kv_cache): each step feeds only the
 // new positions; keys and values stay in a KvCache, written in place, never copied back and forth.
 #pragma once
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,10 +39,20 @@ class CachedDecoder {
   // Returns the logits of each row's last position, [n, vocab], and advances the rows' lengths.
   Tensor step(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens,
               const std::vector<NamedTensor>& extra = {});
+  // The same over a pool of blocks (`pool`'s rows are blocks): row r of `tokens` is the next S
+  // positions of sequences[r], whose blocks must already cover them; advances their lengths.
+  Tensor step(KvCache& pool, std::span<BlockList* const> sequences, const std::string& tokens_name, const Tensor& tokens,
+              const std::vector<NamedTensor>& extra = {});
 
  private:
-  Tensor step_rows(KvCache& cache, int64_t row, int64_t n, const std::string& tokens_name, const Tensor& tokens,
-                   const std::vector<NamedTensor>& extra);
+  // Sequences whose cache lengths differ step one by one when the graph reads the length as a
+  // shape; `run` steps rows [first, first + n) of the batch.
+  using RowsStep = std::function<Tensor(int64_t first, int64_t n, const Tensor& tokens, const std::vector<NamedTensor>& extra)>;
+  Tensor split_unequal(const std::vector<int64_t>& lengths, const Tensor& tokens, const std::vector<NamedTensor>& extra,
+                       const RowsStep& run);
+  // One session run: `lengths` before the step, `table` the block table, `cache` the pool.
+  Tensor run_step(KvCache& cache, const std::vector<int64_t>& lengths, const Tensor& table, const std::string& tokens_name,
+                  const Tensor& tokens, const std::vector<NamedTensor>& extra);
 
   std::unique_ptr<Session> session_;
   passes::KvCacheBinding binding_;

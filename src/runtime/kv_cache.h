@@ -15,6 +15,13 @@ namespace mminfer::runtime {
 // A view of rows [row, row + count) of `t` along its first axis (sharing its storage).
 Tensor rows_of(const Tensor& t, int64_t row, int64_t count);
 
+// A sequence's place in a pool of cache blocks (a KvCache whose rows are the blocks, each of
+// `capacity` positions): the blocks that hold its positions in order, and how many it holds.
+struct BlockList {
+  std::vector<int32_t> blocks;
+  int64_t length = 0;
+};
+
 class KvCache {
  public:
   struct Layer {

@@ -10,7 +10,9 @@
 // then only the new rows are written. Bound to a runtime-owned cache (mminfer_cache_in_place, set
 // by passes/bind_kv_cache), the pasts may also be float16, or int8 rows of codes and a scale
 // (core/int8_rows.h: [B, Nkv, P, H + 4]): the new rows are rotated in float, then narrowed or
-// quantized as they are written.
+// quantized as they are written. The binding may add a block table (int32 [B, W], the input that
+// mminfer_block_table_input names): the pasts are then pools of blocks [blocks, Nkv, block, H]
+// read through it (kv_rows.h), and P = W * block.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "kernels/cpu/common/registry.h"
 #include "kernels/cpu/nn/cached_attention.h"
 #include "kernels/cpu/nn/float_io.h"
+#include "kernels/cpu/nn/kv_rows.h"
 
 namespace mminfer::kernels {
 
@@ -35,10 +38,12 @@ const char* kOp = "GroupQueryAttention: ";
 struct GqaShape {
   int64_t batch, seq, head, past, present, total;
   bool packed;
+  const int32_t* table;  // a runtime-owned cache's block table, or null (contiguous)
+  int64_t block, table_width;
 };
 
 // Shapes and dtypes from the inputs (one function, so shape inference and run agree).
-GqaShape gqa_shape(const Inputs& in, int64_t heads, int64_t kv_heads, bool in_place) {
+GqaShape gqa_shape(const Inputs& in, int64_t heads, int64_t kv_heads, bool in_place, int table_input) {
   const Tensor& q = need_input(in, 0, "query");
   if (q.dtype() != DType::kFloat32 && q.dtype() != DType::kFloat16) gqa_fail("query must be float32 or float16");
   if (q.rank() != 3) gqa_fail("query must be [batch, sequence, hidden], got " + shape_str(q.shape()));
@@ -66,10 +71,16 @@ GqaShape gqa_shape(const Inputs& in, int64_t heads, int64_t kv_heads, bool in_pl
     if (in_place ? !cache_type || pv->dtype() != t : pk->dtype() != q.dtype() || pv->dtype() != q.dtype())
       gqa_fail(in_place ? "past_key and past_value must be both float32, float16 or int8" : "past_key and past_value must have query's dtype");
     const int64_t row = t == DType::kInt8 ? int8_rows::bytes(s.head) : s.head;
-    if (pk->rank() != 4 || pk->dim(0) != s.batch || pk->dim(1) != kv_heads || pk->dim(3) != row || pv->shape() != pk->shape())
-      gqa_fail("past_key and past_value must be [" + std::to_string(s.batch) + ", " + std::to_string(kv_heads) + ", P, " +
-               std::to_string(row) + "], got " + shape_str(pk->shape()) + " and " + shape_str(pv->shape()));
-    s.past = pk->dim(2);
+    const Tensor* table = in_place && table_input >= 0 && in.size() > size_t(table_input) ? in[table_input] : nullptr;
+    if (table && (table->dtype() != DType::kInt32 || table->rank() != 2 || table->dim(0) != s.batch || table->dim(1) < 1))
+      gqa_fail("the block table must be int32 [" + std::to_string(s.batch) + ", blocks], got " + shape_str(table->shape()));
+    if (pk->rank() != 4 || (!table && pk->dim(0) != s.batch) || pk->dim(1) != kv_heads || pk->dim(3) != row || pv->shape() != pk->shape())
+      gqa_fail("past_key and past_value must be [" + std::string(table ? "blocks" : std::to_string(s.batch)) + ", " +
+               std::to_string(kv_heads) + ", P, " + std::to_string(row) + "], got " + shape_str(pk->shape()) + " and " +
+               shape_str(pv->shape()));
+    s.block = pk->dim(2), s.table_width = table ? table->dim(1) : 1;
+    s.table = table ? table->data<int32_t>() : nullptr;
+    s.past = s.block * s.table_width;
   }
   const Tensor& seqlens = need_input(in, 5, "seqlens_k");
   if (seqlens.dtype() != DType::kInt32 || seqlens.numel() != s.batch)
@@ -80,15 +91,6 @@ GqaShape gqa_shape(const Inputs& in, int64_t heads, int64_t kv_heads, bool in_pl
   if (s.total < s.seq) gqa_fail("total_sequence_length " + std::to_string(s.total) + " is below the query length " + std::to_string(s.seq));
   s.present = std::max(s.total, s.past);
   return s;
-}
-
-// n float16 values (a cache's rows) as floats in `out` (F16C is in the build's baseline).
-void widen(const char* halves, int64_t n, std::vector<float>& out) {
-  out.resize(static_cast<size_t>(n));
-  const uint16_t* h = reinterpret_cast<const uint16_t*>(halves);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out.data() + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-  for (; i < n; ++i) out[i] = half_to_float(h[i]);
 }
 
 class GroupQueryAttentionKernel final : public Kernel {
@@ -108,15 +110,16 @@ class GroupQueryAttentionKernel final : public Kernel {
     smooth_ = spec.a().get_int("smooth_softmax", 0) != 0;
     // Set by passes/bind_kv_cache: the pasts are the runtime's cache buffers, written in place.
     in_place_ = spec.a().get_int("mminfer_cache_in_place", 0) != 0;
+    table_input_ = in_place_ ? static_cast<int>(spec.a().get_int("mminfer_block_table_input", -1)) : -1;
     if (!causal_ && window_ > 0) gqa_fail("local_window_size needs causal attention");
     if (spec.a().get_int("sliding_window_cache", 0) != 0) gqa_fail("sliding_window_cache is not supported");
     if (spec.a().get_int("qk_output", 0) != 0) gqa_fail("qk_output is not supported");
     for (size_t i = 12; i < spec.num_inputs; ++i)
-      if (spec.has_input(i)) gqa_fail("input " + std::to_string(i) + " (KV-cache quantization scales or QK norm) is not supported");
+      if (spec.has_input(i) && static_cast<int>(i) != table_input_) gqa_fail("input " + std::to_string(i) + " (KV-cache quantization scales or QK norm) is not supported");
   }
 
   void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
-    GqaShape s = gqa_shape(in, heads_, kv_heads_, in_place_);
+    GqaShape s = gqa_shape(in, heads_, kv_heads_, in_place_, table_input_);
     DType t = in[0]->dtype();
     out[0] = {t, {s.batch, s.seq, heads_ * s.head}};
     for (size_t i = 1; i < out.size() && i < 3; ++i) out[i] = {t, {s.batch, kv_heads_, s.present, s.head}};
@@ -127,7 +130,7 @@ class GroupQueryAttentionKernel final : public Kernel {
   int inplace_input(int o) const override { return o == 1 ? 3 : o == 2 ? 4 : -1; }
 
   void run(const Inputs& in, Outputs& out) override {
-    GqaShape s = gqa_shape(in, heads_, kv_heads_, in_place_);
+    GqaShape s = gqa_shape(in, heads_, kv_heads_, in_place_, table_input_);
     const int64_t B = s.batch, S = s.seq, H = s.head, N = heads_, NK = kv_heads_, T = s.present;
     const int32_t* seqlens = in[5]->data<int32_t>();
     const Tensor* pk_t = in.size() > 3 ? in[3] : nullptr;
@@ -181,59 +184,64 @@ class GroupQueryAttentionKernel final : public Kernel {
     FloatIn sinkf(sink_t);
     if (sink_t && sink_t->numel() != N) gqa_fail("head_sink must hold one value per head");
 
-    // In place: the caches are the pasts themselves (buffers the runtime lent this run). A float16
-    // or int8 one is `encoded`: written row by row below, read without a float copy of it all.
+    // In place: the caches are the pasts themselves (buffers the runtime lent this run), written
+    // row by row (narrowed or quantized unless float32) and read through kv_rows.h.
     if (in_place_ && (!pk_t || !pv_t || s.past < s.total))
       gqa_fail("an in-place cache needs pasts of at least total_sequence_length positions");
     const DType cache_t = in_place_ ? pk_t->dtype() : DType::kFloat32;
-    const bool encoded = cache_t != DType::kFloat32;
     FloatIn qf(in[0]), kf(s.packed ? nullptr : in[1]), vf(s.packed ? nullptr : in[2]);
-    FloatIn pkf(encoded ? nullptr : pk_t), pvf(encoded ? nullptr : pv_t);
+    FloatIn pkf(in_place_ ? nullptr : pk_t), pvf(in_place_ ? nullptr : pv_t);
     FloatOut of(out[0], B * S * N * H);
-    Tensor pk_cache, pv_cache;
-    if (in_place_ && !encoded) {
-      pk_cache = Tensor::view(DType::kFloat32, pk_t->shape(), const_cast<void*>(pk_t->raw()));
-      pv_cache = Tensor::view(DType::kFloat32, pv_t->shape(), const_cast<void*>(pv_t->raw()));
-    }
-    Tensor* pk_out = in_place_ ? &pk_cache : out.size() > 1 ? out[1] : nullptr;
-    Tensor* pv_out = in_place_ ? &pv_cache : out.size() > 2 ? out[2] : nullptr;
-    const int64_t cache_numel = encoded ? 0 : B * NK * T * H;
-    FloatOut pkey(encoded ? nullptr : pk_out, cache_numel), pval(encoded ? nullptr : pv_out, cache_numel);
-    // An encoded cache's rows: bytes per row, and where (batch entry, KV head) c's rows start.
+    // Not in place: present outputs [B, NK, T, H] in float, past rows copied in.
+    const int64_t cache_numel = in_place_ ? 0 : B * NK * T * H;
+    FloatOut pkey(in_place_ || out.size() < 2 ? nullptr : out[1], cache_numel);
+    FloatOut pval(in_place_ || out.size() < 3 ? nullptr : out[2], cache_numel);
     const int64_t row_bytes = cache_t == DType::kInt8 ? int8_rows::bytes(H) : H * int64_t(dtype_size(cache_t));
-    auto head_rows = [&](const Tensor* cache, int64_t c) {
-      return static_cast<char*>(const_cast<void*>(cache->raw())) + c * s.past * row_bytes;
+    auto rows_of = [&](const Tensor* cache) {
+      KvRows r;
+      r.base = static_cast<char*>(const_cast<void*>(cache->raw()));
+      r.row_bytes = row_bytes, r.heads = NK, r.block = s.block, r.table = s.table, r.table_width = s.table_width;
+      return r;
     };
+    KvRows key_rows, value_rows;
+    if (in_place_) {
+      key_rows = rows_of(pk_t), value_rows = rows_of(pv_t);
+      if (s.table) {
+        std::string why = check_block_table(s.table, s.table_width, s.block, pk_t->dim(0), total_len);
+        if (!why.empty()) gqa_fail(why);
+      }
+    }
     const int64_t q_row = s.packed ? (N + 2 * NK) * H : N * H, kv_row = s.packed ? q_row : NK * H;
     const float* qd = qf.data();
     const float* kd = s.packed ? qd + N * H : kf.data();
     const float* vd = s.packed ? qd + (N + NK) * H : vf.data();
 
-    // The cache: past rows (unless present shares past's buffer), then this step's rows (keys
-    // rotated), the rest zero.
+    // The cache: this step's rows (keys rotated) at their positions; not in place, the past rows
+    // before them and zeros after.
     parallel_for(B * NK, 1, [&](int64_t c0, int64_t c1) {
       std::vector<float> row(static_cast<size_t>(H));
-      for (int64_t c = c0; c < c1 && encoded; ++c) {
+      for (int64_t c = c0; c < c1 && in_place_; ++c) {
         int64_t b = c / NK, kh = c % NK;
         for (int which = 0; which < 2; ++which) {
-          char* dst = head_rows(which ? pv_t : pk_t, c);
           for (int64_t i = 0; i < S; ++i) {
             std::memcpy(row.data(), (which ? vd : kd) + (b * S + i) * kv_row + kh * H, sizeof(float) * H);
             if (rotary_ && !which) {
               int64_t pos = position(b, i);
               cached_attention::rotate(row.data(), rot_dim, cosf.data() + pos * rot_dim / 2, sinf.data() + pos * rot_dim / 2, interleaved_);
             }
-            char* at = dst + (past_len[b] + i) * row_bytes;
+            char* at = (which ? value_rows : key_rows).row(b, kh, past_len[b] + i);
             if (cache_t == DType::kInt8) {
               int8_rows::quantize(row.data(), H, reinterpret_cast<int8_t*>(at));
-            } else {
+            } else if (cache_t == DType::kFloat16) {
               uint16_t* h = reinterpret_cast<uint16_t*>(at);
               for (int64_t x = 0; x < H; ++x) h[x] = float_to_half(row[x]);
+            } else {
+              std::memcpy(at, row.data(), sizeof(float) * H);
             }
           }
         }
       }
-      for (int64_t c = c0; c < c1 && !encoded; ++c) {
+      for (int64_t c = c0; c < c1 && !in_place_; ++c) {
         int64_t b = c / NK, kh = c % NK;
         for (int which = 0; which < 2; ++which) {
           float* dst = (which ? pval : pkey).data() + c * T * H;
@@ -264,7 +272,10 @@ class GroupQueryAttentionKernel final : public Kernel {
       std::vector<float> qbuf(static_cast<size_t>(cached_attention::kGroupRows * S * H));
       std::vector<int64_t> lo(static_cast<size_t>(cached_attention::kGroupRows)), hi(lo.size());
       std::vector<float> wide_k, wide_v;  // a float16 cache's KV head, widened once for its query heads
-      int64_t widened = -1;
+      std::vector<char> gathered_k, gathered_v;  // a paged cache's KV head, its blocks in order
+      int64_t read = -1;
+      const float *keys = nullptr, *values = nullptr;
+      const int8_t *keys8 = nullptr, *values8 = nullptr;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t c = t / per_kv, b = c / NK, kh = c % NK;
         const int64_t h0 = kh * group + (t % per_kv) * cached_attention::kGroupRows;
@@ -280,19 +291,25 @@ class GroupQueryAttentionKernel final : public Kernel {
             }
           }
         cached_attention::Rows p{};
-        if (cache_t == DType::kInt8) {
-          p.k8 = reinterpret_cast<const int8_t*>(head_rows(pk_t, c)), p.v8 = reinterpret_cast<const int8_t*>(head_rows(pv_t, c));
-          p.kv_stride = p.kv_stride_v = row_bytes;
-        } else if (cache_t == DType::kFloat16) {
-          if (widened != c) {
-            widen(head_rows(pk_t, c), total_len[b] * H, wide_k), widen(head_rows(pv_t, c), total_len[b] * H, wide_v);
-            widened = c;
+        if (!in_place_) {
+          keys = pkey.data() + c * T * H, values = pval.data() + c * T * H;
+        } else if (read != c) {  // the KV head's rows, once for all its query heads
+          const int64_t n = total_len[b];
+          if (cache_t == DType::kFloat16) {
+            keys = widen_rows(key_rows, b, kh, n, H, wide_k), values = widen_rows(value_rows, b, kh, n, H, wide_v);
+          } else if (cache_t == DType::kFloat32) {
+            keys = reinterpret_cast<const float*>(key_rows.gather(b, kh, n, gathered_k));
+            values = reinterpret_cast<const float*>(value_rows.gather(b, kh, n, gathered_v));
+          } else {
+            keys8 = reinterpret_cast<const int8_t*>(key_rows.gather(b, kh, n, gathered_k));
+            values8 = reinterpret_cast<const int8_t*>(value_rows.gather(b, kh, n, gathered_v));
           }
-          p.k = wide_k.data(), p.v = wide_v.data();
-          p.kv_stride = p.kv_stride_v = H;
+          read = c;
+        }
+        if (keys8) {
+          p.k8 = keys8, p.v8 = values8, p.kv_stride = p.kv_stride_v = row_bytes;
         } else {
-          p.k = pkey.data() + c * T * H, p.v = pval.data() + c * T * H;
-          p.kv_stride = p.kv_stride_v = H;
+          p.k = keys, p.v = values, p.kv_stride = p.kv_stride_v = H;
         }
         p.sq = heads, p.d = H, p.dv = H;
         p.q_stride = S * H, p.out_stride = H;
@@ -325,6 +342,7 @@ class GroupQueryAttentionKernel final : public Kernel {
   int64_t heads_ = 0, kv_heads_ = 0, window_ = -1;
   float scale_ = 0.f, softcap_ = 0.f;
   bool causal_ = true, rotary_ = false, interleaved_ = false, smooth_ = false, in_place_ = false;
+  int table_input_ = -1;
 };
 
 }  // namespace

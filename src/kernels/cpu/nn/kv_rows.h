@@ -1,0 +1,72 @@
+// Where a runtime-owned KV cache keeps the rows of (sequence b, KV head h) at position p:
+// contiguous, [B, Hkv, T, width] with sequence b in slot b, or paged, [blocks, Hkv, block, width]
+// with a block table (int32 [B, table_width]) naming each sequence's blocks in order, so position
+// p is row p % block of block table[b][p / block]. Attention reads a sequence's rows as one run:
+// in place when they lie in one block, else gathered (or, for a float16 cache, widened) run by run.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace mminfer::kernels {
+
+struct KvRows {
+  char* base = nullptr;
+  int64_t row_bytes = 0;  // bytes of one position's vector
+  int64_t heads = 0;      // KV heads
+  int64_t block = 0;      // positions per block (the capacity T when contiguous)
+  const int32_t* table = nullptr;  // null: contiguous
+  int64_t table_width = 1;
+
+  int64_t capacity() const { return block * table_width; }
+
+  char* row(int64_t b, int64_t h, int64_t pos) const {
+    const int64_t slot = table ? table[b * table_width + pos / block] : b;
+    return base + ((slot * heads + h) * block + pos % block) * row_bytes;
+  }
+
+  // Calls fn(rows, first, count) for each run of rows [0, n) of (b, h) that lies in one block.
+  template <class Fn>
+  void for_each_run(int64_t b, int64_t h, int64_t n, Fn&& fn) const {
+    for (int64_t first = 0; first < n; first += block) fn(row(b, h, first), first, std::min(block, n - first));
+  }
+
+  // Rows [0, n) of (b, h) one after another: where they lie when one block holds them, else
+  // copied into `buffer` (aligned for vector loads).
+  const char* gather(int64_t b, int64_t h, int64_t n, std::vector<char>& buffer) const {
+    if (n <= block) return row(b, h, 0);
+    buffer.resize(static_cast<size_t>(n * row_bytes + 64));
+    char* out = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+    for_each_run(b, h, n, [&](const char* rows, int64_t first, int64_t count) {
+      std::memcpy(out + first * row_bytes, rows, static_cast<size_t>(count * row_bytes));
+    });
+    return out;
+  }
+};
+
+// Rows [0, n) of (b, h) of a float16 cache, `dim` halves each, widened into `buffer` one after
+// another (32-byte aligned for vector loads); returns where.
+const float* widen_rows(const KvRows& rows, int64_t b, int64_t h, int64_t n, int64_t dim, std::vector<float>& buffer);
+
+// Empty when a block table of `width` entries per sequence can hold needed[b] positions of each
+// sequence with blocks of a pool of `blocks`; else why not (checked before any thread starts).
+inline std::string check_block_table(const int32_t* table, int64_t width, int64_t block, int64_t blocks,
+                                     const std::vector<int64_t>& needed) {
+  for (size_t b = 0; b < needed.size(); ++b) {
+    const int64_t used = (needed[b] + block - 1) / block;
+    if (used > width)
+      return "sequence " + std::to_string(b) + " needs " + std::to_string(needed[b]) + " positions, more than its " +
+             std::to_string(width) + " blocks of " + std::to_string(block) + " hold";
+    for (int64_t i = 0; i < used; ++i) {
+      const int32_t at = table[static_cast<int64_t>(b) * width + i];
+      if (at < 0 || at >= blocks)
+        return "block " + std::to_string(at) + " of sequence " + std::to_string(b) + " is outside the pool of " +
+               std::to_string(blocks) + " blocks";
+    }
+  }
+  return {};
+}
+
+}  // namespace mminfer::kernels
