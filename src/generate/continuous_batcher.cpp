@@ -35,6 +35,7 @@ struct ContinuousBatcher::Sequence {
     stream = std::make_unique<TokenStream>(detokenize, StopRules::from_config(job.config), job.prompt.size(), cb);
   }
   bool cancelled() const { return listener_failed || (job.cancelled && job.cancelled->load()); }
+  int64_t prompt_length() const { return static_cast<int64_t>(job.prompt.size()); }
 
   GenerationJob job;
   LogitsPipeline pipeline;
@@ -42,23 +43,39 @@ struct ContinuousBatcher::Sequence {
   std::unique_ptr<TokenStream> stream;
   std::vector<TokenId> tokens;  // the prompt, then each new token
   std::vector<TokenId> key;     // what each position holds: the prefix key, then each new token
-  int64_t row = -1;
-  int64_t prefilled = 0;  // prompt positions in the cache
-  int64_t reused = 0;     // of which another sequence made
+  runtime::BlockList cache;     // its blocks and the positions they hold
+  int64_t target = 0;           // positions to prefill: the prompt, or on resuming all of tokens
+  int64_t published = 0;        // leading blocks published (or found published)
+  uint64_t last_key = 0;        // the key of the last of them
+  int64_t reused = 0;           // prompt positions another sequence made
+  size_t preemptions = 0;
+  uint64_t admission = 0;       // the newest admitted is preempted first
   bool ended = false;
   bool listener_failed = false;
+  bool ever_admitted = false;
   Clock::time_point submitted = Clock::now(), admitted, first_token;
 };
+
+namespace {
+
+int64_t blocks_for(int64_t positions, int64_t block) { return (positions + block - 1) / block; }
+
+}  // namespace
 
 ContinuousBatcher::ContinuousBatcher(runtime::CachedDecoder& decoder, DecodeFn detokenize, BatcherOptions options)
     : decoder_(decoder),
       detokenize_(std::move(detokenize)),
       options_(std::move(options)),
-      cache_(decoder.make_cache(std::max<int64_t>(options_.max_sequences, 1), std::max<int64_t>(options_.context, 1))) {
-  if (options_.max_sequences <= 0 || options_.context <= 1 || options_.prefill_chunk <= 0)
-    throw Error("continuous batching needs max_sequences >= 1, a context of 2 positions or more and prefill_chunk >= 1");
-  cache_bytes_ = cache_.bytes();
-  left_.resize(static_cast<size_t>(cache_.rows()));
+      pool_([&] {
+        if (options_.max_sequences <= 0 || options_.context <= 1 || options_.prefill_chunk <= 0 || options_.block_size <= 0 ||
+            options_.kv_blocks < 0)
+          throw Error("continuous batching needs max_sequences >= 1, a context of 2 positions or more, prefill_chunk >= 1, "
+                      "block_size >= 1 and kv_blocks >= 0");
+        if (options_.kv_blocks == 0) options_.kv_blocks = options_.max_sequences * blocks_for(options_.context, options_.block_size);
+        return runtime::KvBlockPool(decoder.make_cache(options_.kv_blocks, options_.block_size));
+      }()) {
+  cache_bytes_ = pool_.storage().bytes();
+  count_blocks();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -83,7 +100,12 @@ bool ContinuousBatcher::submit(GenerationJob job) {
   if (length >= options_.context)
     throw Error("the prompt holds " + std::to_string(length) + " tokens; the context is " + std::to_string(options_.context) +
                 " positions, so no token can follow it");
+  if (blocks_for(length + 1, options_.block_size) > options_.kv_blocks)
+    throw Error("the prompt holds " + std::to_string(length) + " tokens; the KV cache's " + std::to_string(options_.kv_blocks) +
+                " blocks of " + std::to_string(options_.block_size) + " positions hold " +
+                std::to_string(options_.kv_blocks * options_.block_size - 1) + " at most");
   auto s = std::make_unique<Sequence>(std::move(job), detokenize_);
+  s->target = length;
   {
     std::lock_guard lock(mutex_);
     if (stopping_ || waiting_.size() >= options_.max_waiting) return false;
@@ -109,61 +131,68 @@ void ContinuousBatcher::loop() {
     if (!prefilling_) admit();
     if (prefilling_) prefill_chunk();
     if (!decoding_.empty()) decode_step();
+    count_blocks();
   }
 }
 
 void ContinuousBatcher::admit() {
   if (static_cast<int64_t>(decoding_.size()) >= options_.max_sequences) return;
-  std::unique_ptr<Sequence> s;
+  Sequence* s = nullptr;
   {
     std::lock_guard lock(mutex_);
     if (waiting_.empty()) return;
-    s = std::move(waiting_.front());
+    s = waiting_.front().get();
+  }
+  // The longest run of published blocks that starts its positions; at least the last position
+  // is fed again, as its logits choose the next token.
+  const int64_t block = options_.block_size;
+  const std::span<const TokenId> key(s->key.data(), static_cast<size_t>(s->target));
+  std::vector<int32_t> found;
+  uint64_t parent = 0;
+  while (static_cast<int64_t>(found.size() + 1) * block <= s->target - 1) {
+    auto positions = key.subspan(found.size() * block, static_cast<size_t>(block));
+    const int32_t b = pool_.find(parent, positions);
+    if (b < 0) break;
+    found.push_back(b);
+    parent = runtime::KvBlockPool::chain(parent, positions);
+  }
+  // Its blocks for the rest of the prefill, and one to grow into, must be available.
+  const int64_t need = blocks_for(s->target + 1, block) - static_cast<int64_t>(found.size());
+  if (pool_.available() < need) {
+    for (int32_t b : found) pool_.give_back(b);
+    if (pool_.held() > 0) return;  // blocks come back as others end
+    // Nothing else runs and the pool still cannot hold it (a resumed sequence that had filled
+    // it): it ends as at its context's end.
+    std::unique_ptr<Sequence> done;
+    {
+      std::lock_guard lock(mutex_);
+      done = std::move(waiting_.front());
+      waiting_.pop_front();
+    }
+    ++running_;  // finish() takes it off
+    done->stream->finish();
+    finish(*done);
+    return;
+  }
+  std::unique_ptr<Sequence> taken;
+  {
+    std::lock_guard lock(mutex_);
+    taken = std::move(waiting_.front());
     waiting_.pop_front();
   }
-  s->row = static_cast<int64_t>(decoding_.size());
-  s->admitted = Clock::now();
-  reuse_prefix(*s);
-  prefilling_ = std::move(s);
+  s->cache.blocks = std::move(found);
+  s->cache.length = static_cast<int64_t>(s->cache.blocks.size()) * block;
+  s->published = static_cast<int64_t>(s->cache.blocks.size());
+  s->last_key = parent;
+  while (static_cast<int64_t>(s->cache.blocks.size()) < blocks_for(s->target, block)) s->cache.blocks.push_back(pool_.take());
+  if (!s->ever_admitted) {
+    s->admitted = Clock::now();
+    s->reused = std::min(s->cache.length, s->prompt_length());
+    s->ever_admitted = true;
+  }
+  s->admission = ++admissions_;
+  prefilling_ = std::move(taken);
   ++running_;
-}
-
-void ContinuousBatcher::reuse_prefix(Sequence& s) {
-  const int64_t n = s.row;
-  const std::vector<TokenId>& prompt = s.key;  // the prompt's key: no new token yet
-  // At least the prompt's last token is fed again: its logits choose the first new token.
-  const size_t most = s.job.prompt.size() - 1;
-  int64_t best = 0, from = -1;
-  auto consider = [&](int64_t row, std::span<const TokenId> held) {
-    const size_t limit = std::min(held.size(), most);
-    size_t m = 0;
-    while (m < limit && held[m] == prompt[m]) ++m;
-    if (static_cast<int64_t>(m) > best) best = static_cast<int64_t>(m), from = row;
-  };
-  for (const auto& d : decoding_) consider(d->row, std::span<const TokenId>(d->key).first(static_cast<size_t>(cache_.length(d->row))));
-  for (int64_t r = n; r < cache_.rows(); ++r) consider(r, left_[r].key);
-  // The row the sequence takes: an empty free row, else the one whose contents were used least
-  // recently, so a reused prefix stays for the next prompt that shares it (copied, not taken).
-  int64_t victim = -1;
-  for (int64_t r = n; r < cache_.rows(); ++r) {
-    if (r == from) continue;
-    const Leftover &a = left_[r], &b = left_[victim < 0 ? r : victim];
-    if (victim < 0 || (a.key.empty() && !b.key.empty()) || (a.key.empty() == b.key.empty() && a.used < b.used))
-      victim = r;
-  }
-  if (victim < 0) victim = from;  // the only free row holds the prefix: taken in place
-  if (victim != n) {
-    std::vector<int64_t> at(static_cast<size_t>(cache_.rows()));
-    for (int64_t r = 0; r < cache_.rows(); ++r) at[r] = r;
-    std::swap(at[n], at[victim]);
-    move_rows(at);
-    if (from == n) from = victim;
-  }
-  if (from >= 0) left_[from].used = ++clock_;
-  if (from >= 0 && from != n) cache_.copy_prefix(from, n, best);
-  cache_.set_length(n, best);
-  left_[n].key.clear();
-  s.prefilled = s.reused = best;
 }
 
 void ContinuousBatcher::drop_cancelled() {
@@ -174,68 +203,116 @@ void ContinuousBatcher::drop_cancelled() {
       if ((*it)->cancelled()) gone.push_back(std::move(*it)), it = waiting_.erase(it);
       else ++it;
   }
-  running_ += gone.size();  // never admitted, so not counted yet; finish() takes one off each
+  running_ += gone.size();  // not running now, so not counted; finish() takes one off each
   for (auto& s : gone) finish(*s);
-  bool any = false;
   for (auto& s : decoding_)
-    if (s->cancelled()) s->ended = any = true, finish(*s);
-  if (prefilling_ && prefilling_->cancelled()) prefilling_->ended = any = true, finish(*prefilling_);
-  if (any) compact();
+    if (s->cancelled()) s->ended = true, finish(*s);
+  if (prefilling_ && prefilling_->cancelled()) prefilling_->ended = true, finish(*prefilling_);
+  remove_ended();
 }
 
 void ContinuousBatcher::prefill_chunk() {
   Sequence& s = *prefilling_;
-  const auto prompt = static_cast<int64_t>(s.job.prompt.size());
-  const int64_t n = std::min(options_.prefill_chunk, prompt - s.prefilled);
+  const int64_t at = s.cache.length, prompt = s.prompt_length();
+  int64_t n = std::min(options_.prefill_chunk, s.target - at);
+  // Prompt embeddings and the embedded ids of later tokens go in separate chunks.
+  const bool embedded = s.job.prompt_embeddings.rank() > 0 && at < prompt;
+  if (embedded) n = std::min(n, prompt - at);
   Tensor logits;
   try {
     Tensor input;
-    if (s.job.prompt_embeddings.rank() > 0) {  // rows [prefilled, prefilled + n) of [1, prompt, width]
+    if (embedded) {  // rows [at, at + n) of [1, prompt, width]
       const Tensor& e = s.job.prompt_embeddings;
-      input = Tensor::alias(e, DType::kFloat32, {1, n, e.dim(2)}, const_cast<float*>(e.data<float>()) + s.prefilled * e.dim(2));
+      input = Tensor::alias(e, DType::kFloat32, {1, n, e.dim(2)}, const_cast<float*>(e.data<float>()) + at * e.dim(2));
     } else {
       Tensor ids = Tensor::empty(DType::kInt64, {1, n});
-      std::copy_n(s.job.prompt.begin() + s.prefilled, n, ids.data<int64_t>());
+      std::copy_n(s.tokens.begin() + at, n, ids.data<int64_t>());
       input = options_.embed ? options_.embed(ids) : ids;
     }
-    logits = decoder_.step(cache_, s.row, options_.tokens_input, input);
+    runtime::BlockList* one[] = {&s.cache};
+    logits = decoder_.step(pool_.storage(), one, options_.tokens_input, input);
   } catch (const std::exception& e) {
     s.ended = true;
     finish(s, e.what());
-    compact();
+    remove_ended();
     return;
   }
-  s.prefilled += n;
-  if (s.prefilled < prompt) return;
+  publish_full_blocks(s);
+  if (s.cache.length < s.target) return;
   if (choose(s, logits.data<float>(), static_cast<size_t>(logits.dim(1)))) {
     s.ended = true;
     finish(s);
-    compact();
+    remove_ended();
     return;
   }
   decoding_.push_back(std::move(prefilling_));
 }
 
+bool ContinuousBatcher::grow(Sequence& s) {
+  while (s.cache.length >= static_cast<int64_t>(s.cache.blocks.size()) * options_.block_size) {
+    const int32_t b = pool_.take();
+    if (b >= 0) {
+      s.cache.blocks.push_back(b);
+      continue;
+    }
+    // The newest running sequence makes room: the one being prefilled, else the last admitted.
+    if (prefilling_) {
+      preempt(std::move(prefilling_));
+      continue;
+    }
+    if (decoding_.size() == 1) {  // alone and out of blocks: it ends as at its context's end
+      s.stream->finish();
+      s.ended = true;
+      finish(s);
+      return false;
+    }
+    const bool itself = decoding_.back().get() == &s;  // decoding_ is in admission order
+    std::unique_ptr<Sequence> victim = std::move(decoding_.back());
+    decoding_.pop_back();
+    preempt(std::move(victim));
+    if (itself) return false;
+  }
+  return true;
+}
+
+void ContinuousBatcher::preempt(std::unique_ptr<Sequence> s) {
+  release(*s);
+  s->target = static_cast<int64_t>(s->tokens.size());  // its prompt and its tokens so far
+  ++s->preemptions;
+  ++preemptions_;
+  --running_;
+  std::lock_guard lock(mutex_);
+  waiting_.push_front(std::move(s));
+}
+
 void ContinuousBatcher::decode_step() {
+  // Room for one more position each, oldest first: when blocks run out, the newest go, and a
+  // sequence that cannot grow is the last one left.
+  std::sort(decoding_.begin(), decoding_.end(), [](const auto& a, const auto& b) { return a->admission < b->admission; });
+  for (size_t i = 0; i < decoding_.size(); ++i)
+    if (!grow(*decoding_[i])) break;
+  remove_ended();
+  if (decoding_.empty()) return;
   const auto n = static_cast<int64_t>(decoding_.size());
   Tensor ids = Tensor::empty(DType::kInt64, {n, 1});
-  for (int64_t r = 0; r < n; ++r) ids.data<int64_t>()[r] = decoding_[r]->tokens.back();
+  std::vector<runtime::BlockList*> lists;
+  for (int64_t r = 0; r < n; ++r) ids.data<int64_t>()[r] = decoding_[r]->tokens.back(), lists.push_back(&decoding_[r]->cache);
   Tensor logits;
   try {
-    logits = decoder_.step(cache_, 0, options_.tokens_input, options_.embed ? options_.embed(ids) : ids);
+    logits = decoder_.step(pool_.storage(), lists, options_.tokens_input, options_.embed ? options_.embed(ids) : ids);
   } catch (const std::exception& e) {
     for (auto& s : decoding_) s->ended = true, finish(*s, e.what());
-    compact();
+    remove_ended();
     return;
   }
   ++steps_;
   const auto vocab = static_cast<size_t>(logits.dim(1));
-  bool any = false;
   for (int64_t r = 0; r < n; ++r) {
     Sequence& s = *decoding_[r];
-    if (choose(s, logits.data<float>() + r * vocab, vocab)) s.ended = any = true, finish(s);
+    publish_full_blocks(s);
+    if (choose(s, logits.data<float>() + r * vocab, vocab)) s.ended = true, finish(s);
   }
-  if (any) compact();
+  remove_ended();
 }
 
 bool ContinuousBatcher::choose(Sequence& s, float* logits, size_t vocab) {
@@ -243,12 +320,30 @@ bool ContinuousBatcher::choose(Sequence& s, float* logits, size_t vocab) {
   s.tokens.push_back(token);
   s.key.push_back(token);
   if (s.stream->tokens().empty()) s.first_token = Clock::now();
-  // A sequence at the cache's end stops as at max_length.
-  if (s.stream->push(token) == StopReason::kNone && cache_.length(s.row) + 1 > cache_.capacity()) s.stream->finish();
+  // A sequence at the context's end stops as at max_length.
+  if (s.stream->push(token) == StopReason::kNone && s.cache.length + 1 > options_.context) s.stream->finish();
   return s.stream->stopped() || s.listener_failed;
 }
 
+void ContinuousBatcher::publish_full_blocks(Sequence& s) {
+  const int64_t block = options_.block_size;
+  while ((s.published + 1) * block <= s.cache.length) {
+    std::span<const TokenId> positions(s.key.data() + s.published * block, static_cast<size_t>(block));
+    pool_.publish(s.cache.blocks[s.published], s.last_key, positions);
+    s.last_key = runtime::KvBlockPool::chain(s.last_key, positions);
+    ++s.published;
+  }
+}
+
+void ContinuousBatcher::release(Sequence& s) {
+  for (int32_t b : s.cache.blocks) pool_.give_back(b);
+  s.cache = {};
+  s.published = 0;
+  s.last_key = 0;
+}
+
 void ContinuousBatcher::finish(Sequence& s, std::string error) {
+  release(s);
   JobResult r;
   r.cancelled = s.cancelled() && error.empty() && !s.stream->stopped();
   r.error = std::move(error);
@@ -257,8 +352,9 @@ void ContinuousBatcher::finish(Sequence& s, std::string error) {
   r.sequence.reason = s.stream->reason();
   r.prompt_tokens = s.job.prompt.size();
   r.reused_prompt_tokens = static_cast<size_t>(s.reused);
+  r.preemptions = s.preemptions;
   const Clock::time_point now = Clock::now();
-  if (s.row >= 0) r.queue_ms = ms_between(s.submitted, s.admitted);
+  if (s.ever_admitted) r.queue_ms = ms_between(s.submitted, s.admitted);
   if (!r.sequence.tokens.empty()) r.first_token_ms = ms_between(s.submitted, s.first_token);
   r.total_ms = ms_between(s.submitted, now);
   --running_;
@@ -269,53 +365,14 @@ void ContinuousBatcher::finish(Sequence& s, std::string error) {
   s.job.on_done = nullptr;
 }
 
-void ContinuousBatcher::move_rows(const std::vector<int64_t>& at) {
-  bool moved = false;
-  for (int64_t r = 0; r < cache_.rows(); ++r) moved = moved || at[r] != r;
-  if (!moved) return;
-  cache_.reorder(at);
-  std::vector<Leftover> left(left_.size());
-  for (int64_t r = 0; r < cache_.rows(); ++r) left[r] = std::move(left_[at[r]]);
-  left_ = std::move(left);
+void ContinuousBatcher::remove_ended() {
+  std::erase_if(decoding_, [](const auto& s) { return s->ended; });
+  if (prefilling_ && prefilling_->ended) prefilling_.reset();
 }
 
-void ContinuousBatcher::compact() {
-  // What the ended sequences leave in their rows: the tokens whose keys and values are there.
-  auto leave = [&](const Sequence& s) {
-    const auto length = static_cast<size_t>(cache_.length(s.row));
-    Leftover& left = left_[s.row];
-    left.key.assign(s.key.begin(), s.key.begin() + static_cast<std::ptrdiff_t>(std::min(length, s.key.size())));
-    left.used = ++clock_;
-  };
-  std::vector<std::unique_ptr<Sequence>> kept;
-  for (auto& s : decoding_) {
-    if (s->ended) leave(*s);
-    else kept.push_back(std::move(s));
-  }
-  decoding_.clear();
-  if (prefilling_ && prefilling_->ended) leave(*prefilling_), prefilling_.reset();
-  // at[r]: the row whose contents row r holds afterwards. Running rows above the new count swap
-  // with the holes below it, so an ended sequence's contents move up and stay reusable.
-  const auto count = static_cast<int64_t>(kept.size());
-  std::vector<int64_t> at(static_cast<size_t>(cache_.rows()));
-  for (int64_t r = 0; r < cache_.rows(); ++r) at[r] = r;
-  std::vector<bool> taken(static_cast<size_t>(count), false);
-  for (auto& s : kept)
-    if (s->row < count) taken[s->row] = true;
-  int64_t hole = 0;
-  for (auto& s : kept) {
-    if (s->row < count) continue;
-    while (taken[hole]) ++hole;
-    taken[hole] = true;
-    std::swap(at[hole], at[s->row]);
-    s->row = hole;
-  }
-  if (prefilling_ && prefilling_->row != count) std::swap(at[count], at[prefilling_->row]), prefilling_->row = count;
-  move_rows(at);
-  for (int64_t r = 0; r < count; ++r) left_[r].key.clear();  // running rows: their sequences say what they hold
-  if (prefilling_) left_[count].key.clear();
-  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a->row < b->row; });
-  decoding_ = std::move(kept);
+void ContinuousBatcher::count_blocks() {
+  blocks_held_ = pool_.held();
+  blocks_cached_ = pool_.cached();
 }
 
 }  // namespace mminfer::generate

@@ -120,23 +120,6 @@ void KvCache::reorder(std::span<const int64_t> sources) {
   for (int64_t r = 0; r < rows_; ++r) lengths_[r] = lengths[sources[r]];
 }
 
-void KvCache::copy_prefix(int64_t from, int64_t to, int64_t count) {
-  if (from < 0 || from >= rows_ || to < 0 || to >= rows_ || from == to) throw Error("KV cache prefix copy between bad rows");
-  if (count < 0 || count > lengths_[from]) throw Error("KV cache prefix copy longer than its source");
-  const size_t esize = dtype_size(dtype_);
-  for (size_t layer = 0; layer < layers_.size(); ++layer)
-    for (int side = 0; side < 2; ++side) {
-      const Tensor& buffer = side ? values_[layer] : keys_[layer];
-      const int64_t dim = width(side ? layers_[layer].value_dim : layers_[layer].head_dim), heads = layers_[layer].kv_heads;
-      const int64_t per_head = capacity_ * dim, per_row = heads * per_head;
-      auto* base = static_cast<char*>(const_cast<void*>(buffer.raw()));
-      for (int64_t h = 0; h < heads; ++h)
-        std::memcpy(base + (to * per_row + h * per_head) * esize, base + (from * per_row + h * per_head) * esize,
-                    esize * count * dim);
-    }
-  lengths_[to] = count;
-}
-
 void KvCache::write(size_t layer, int64_t row, const Tensor& keys, const Tensor& values) {
   const Layer& l = layers_.at(layer);
   for (int side = 0; side < 2; ++side) {

@@ -1,4 +1,5 @@
-// The keys and values of a decoder's layers for a set of sequences (rows), owned by the runtime:
+// The keys and values of a decoder's layers for a set of sequences (rows) or the blocks of a pool
+// (runtime/kv_block_pool.h), owned by the runtime:
 // one buffer per layer and side, [rows, kv_heads, capacity, head_dim], preallocated once and
 // written in place by mminfer::CachedAttention, in float32, float16 (half the memory; the
 // attention widens rows as it reads them) or int8 (each position's vector as codes and its own
@@ -49,9 +50,6 @@ class KvCache {
   void set_length(int64_t row, int64_t length);
   // Beam search: row r takes the contents of row sources[r] (each row's valid part only).
   void reorder(std::span<const int64_t> sources);
-  // Row `to` takes the first `count` positions of row `from` (a shared prompt prefix) and that
-  // length; the rows may not be the same.
-  void copy_prefix(int64_t from, int64_t to, int64_t count);
   // Copies positions [0, count) of a layer from present tensors [n, kv_heads, count, dim] into
   // rows [row, row + n) (an encoder-decoder's first step, run without the cache).
   void write(size_t layer, int64_t row, const Tensor& keys, const Tensor& values);

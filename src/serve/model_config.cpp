@@ -67,6 +67,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& p
       c.generation.context = integer(v, path, "context", 2, int64_t{1} << 24);
     } else if (key == "prefill_chunk") {
       c.generation.prefill_chunk = integer(v, path, "prefill_chunk", 1, int64_t{1} << 20);
+    } else if (key == "kv_block_size") {
+      c.generation.kv_block_size = integer(v, path, "kv_block_size", 1, 4096);
     } else if (key == "kv_cache_bytes") {
       c.generation.kv_cache_bytes = integer(v, path, "kv_cache_bytes", 1, int64_t{1} << 46);
     } else if (key == "kv_cache") {
@@ -107,6 +109,7 @@ nlohmann::json ModelConfig::to_json() const {
           {"max_text_bytes", limits.max_text_bytes},
           {"max_sequences", generation.max_sequences},
           {"prefill_chunk", generation.prefill_chunk},
+          {"kv_block_size", generation.kv_block_size},
           {"kv_cache", generation.kv_cache == DType::kFloat16 ? "fp16" : generation.kv_cache == DType::kInt8 ? "int8" : "fp32"}};
   // Unset (0: the model's own context, no byte budget) is written by leaving the key out.
   if (generation.context > 0) j["context"] = generation.context;

@@ -14,11 +14,13 @@
 //
 // A text-generation folder also takes, for its continuous batching (generate/continuous_batcher.h):
 //   {"max_sequences": 8, "context": 2048, "prefill_chunk": 256, "kv_cache": "fp16",
-//    "kv_cache_bytes": 268435456}
-// context is the positions one sequence may hold (default: the model's max_position_embeddings,
-// at most 4096); kv_cache_bytes, when set, lowers max_sequences until the cache fits it, and a
-// budget too small for one sequence keeps the model from loading. queue_capacity bounds the
-// requests that wait for a sequence slot; beyond it they are answered 429.
+//    "kv_cache_bytes": 268435456, "kv_block_size": 16}
+// max_sequences bounds the sequences that decode together; context is the positions one sequence
+// may hold (default: the model's max_position_embeddings, at most 4096). The KV cache is a pool of
+// blocks of kv_block_size positions: kv_cache_bytes of them when set (a budget too small for one
+// sequence of the whole context keeps the model from loading), else max_sequences whole
+// contexts. queue_capacity bounds the requests that wait for blocks; beyond it they are
+// answered 429.
 //
 // Every key is optional; unknown keys are refused so a typo does not pass silently.
 #pragma once
@@ -36,7 +38,8 @@ struct GenerationSettings {
   int64_t max_sequences = 8;
   int64_t context = 0;  // 0: the model's own, at most kDefaultContext
   int64_t prefill_chunk = 256;
-  int64_t kv_cache_bytes = 0;  // 0: no budget beyond max_sequences x context
+  int64_t kv_cache_bytes = 0;  // 0: max_sequences x context positions
+  int64_t kv_block_size = 16;
   DType kv_cache = DType::kFloat32;
   static constexpr int64_t kDefaultContext = 4096;
 };

@@ -2,7 +2,7 @@
 // /v1/completions and /v1/chat/completions, and Triton's generate extension (POST
 // /v2/models/{m}[/versions/{v}]/generate and /generate_stream), whole answers or server-sent
 // events, each choice one sequence of the batch. A client that goes away mid-stream cancels its
-// sequences, which free their cache rows at the next step.
+// sequences, which give their cache blocks back at the next step.
 #include <chrono>
 #include <mutex>
 #include <random>
@@ -231,7 +231,7 @@ void Server::observe_generation(const std::string& model, const generate::JobRes
   metrics_.counter("mminfer_generation_prompt_tokens_total", "Prompt tokens of generated sequences (tokens)", l)
       .inc(static_cast<double>(r.prompt_tokens));
   if (r.reused_prompt_tokens > 0) {
-    metrics_.counter("mminfer_generation_prefix_hits_total", "Sequences that started from a prompt prefix a row held (sequences)", l)
+    metrics_.counter("mminfer_generation_prefix_hits_total", "Sequences that started from prompt prefix blocks already in the cache (sequences)", l)
         .inc();
     metrics_.counter("mminfer_generation_prefix_reused_tokens_total", "Prompt tokens not prefilled again (tokens)", l)
         .inc(static_cast<double>(r.reused_prompt_tokens));

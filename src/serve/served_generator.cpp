@@ -49,17 +49,18 @@ ServedGenerator::ServedGenerator(const std::string& dir, const ModelConfig& conf
                     : model_context > 0 ? std::min(model_context, GenerationSettings::kDefaultContext)
                                         : GenerationSettings::kDefaultContext;
   options.max_sequences = g.max_sequences;
+  options.block_size = g.kv_block_size;
   if (g.kv_cache_bytes > 0) {
-    const auto per_sequence = static_cast<int64_t>(decoder->cache_bytes_per_position()) * options.context;
-    const int64_t fit = g.kv_cache_bytes / std::max<int64_t>(per_sequence, 1);
-    if (fit < 1) {
+    const auto per_position = static_cast<int64_t>(decoder->cache_bytes_per_position());
+    const int64_t per_sequence = per_position * options.context;
+    options.kv_blocks = g.kv_cache_bytes / std::max<int64_t>(per_position * options.block_size, 1);
+    if (options.kv_blocks * options.block_size < options.context) {
       char text[200];
       std::snprintf(text, sizeof text, "%s: kv_cache_bytes %lld holds no sequence of %lld positions (%.1f MiB each)",
                     dir.c_str(), static_cast<long long>(g.kv_cache_bytes), static_cast<long long>(options.context),
                     static_cast<double>(per_sequence) / (1 << 20));
       throw Error(std::string(text) + ": raise it or lower context");
     }
-    options.max_sequences = std::min(options.max_sequences, fit);
   }
   options.prefill_chunk = g.prefill_chunk;
   options.max_waiting = config.batching.capacity;

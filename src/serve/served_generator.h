@@ -23,13 +23,13 @@ namespace mminfer::serve {
 
 class ServedGenerator {
  public:
-  // Throws Error naming the folder, or a KV budget too small for one sequence.
+  // Throws Error naming the folder, or a KV budget too small for one sequence of the whole context.
   ServedGenerator(const std::string& dir, const ModelConfig& config, bool vision_language);
 
   const generate::GenerationConfig& defaults() const { return vlm_ ? vlm_->config() : text_->config(); }
   int64_t context() const { return batcher_->options().context; }
-  int64_t max_sequences() const { return batcher_->options().max_sequences; }
   size_t cache_bytes() const { return batcher_->cache_bytes(); }
+  const generate::ContinuousBatcher& batcher() const { return *batcher_; }
   bool reads_images() const { return vlm_ != nullptr; }
 
   // A prompt's ids, the tokenizer's special tokens (BOS) included.

@@ -107,12 +107,18 @@ std::string Server::render_metrics() {
         .set(static_cast<double>(m->in_flight()));
     if (const ServedGenerator* g = m->generator()) {
       const metrics::Labels l = {{"model", m->name()}};
-      metrics_.gauge("mminfer_generation_running_sequences", "Sequences holding a KV cache row (sequences)", l).set(static_cast<double>(g->running()));
-      metrics_.gauge("mminfer_generation_waiting_sequences", "Sequences waiting for a KV cache row (sequences)", l).set(static_cast<double>(g->waiting()));
-      metrics_.gauge("mminfer_kv_cache_sequences", "KV cache rows, one per sequence, by state (sequences)", {{"model", m->name()}, {"state", "used"}})
-          .set(static_cast<double>(g->running()));
-      metrics_.gauge("mminfer_kv_cache_sequences", "KV cache rows, one per sequence, by state (sequences)", {{"model", m->name()}, {"state", "free"}})
-          .set(static_cast<double>(g->max_sequences() - static_cast<int64_t>(g->running())));
+      const generate::ContinuousBatcher& b = g->batcher();
+      metrics_.gauge("mminfer_generation_running_sequences", "Sequences holding KV cache blocks (sequences)", l).set(static_cast<double>(b.running()));
+      metrics_.gauge("mminfer_generation_waiting_sequences", "Sequences waiting for KV cache blocks (sequences)", l).set(static_cast<double>(b.waiting()));
+      metrics_.counter("mminfer_generation_preemptions_total", "Sequences that gave their blocks back for others to grow (sequences)", l)
+          .advance_to(static_cast<double>(b.preemptions()));
+      const int64_t held = b.kv_blocks_held(), cached = b.kv_blocks_cached();
+      const std::pair<const char*, int64_t> states[] = {{"used", held}, {"cached", cached}, {"free", b.kv_blocks() - held - cached}};
+      for (const auto& [state, count] : states)
+        metrics_.gauge("mminfer_kv_cache_blocks", "KV cache blocks by state: held by sequences, holding a reusable prefix, free (blocks)",
+                       {{"model", m->name()}, {"state", state}})
+            .set(static_cast<double>(count));
+      metrics_.gauge("mminfer_kv_cache_block_positions", "Positions one KV cache block holds (positions)", l).set(static_cast<double>(b.options().block_size));
       metrics_.gauge("mminfer_kv_cache_bytes", "Memory of the KV cache, allocated at load (bytes)", l).set(static_cast<double>(g->cache_bytes()));
     }
     for (const auto& [queue, size] : m->chosen_batch_sizes())

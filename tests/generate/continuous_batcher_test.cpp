@@ -1,7 +1,8 @@
 // Continuous batching against torch and against the one-request loop: sequences that join and
 // leave a shared batch, prefilled in chunks, make exactly the tokens they make alone (greedy:
-// torch's; sampled: generate::decode's for the same seed); cancellation frees the row; a full
-// queue refuses; a prompt without room is an error.
+// torch's; sampled: generate::decode's for the same seed), also when a small block pool makes
+// them preempt one another; cancellation gives the blocks back; prompts start from published
+// prefix blocks; a full queue refuses; a prompt without room is an error.
 #include "generate/continuous_batcher.h"
 
 #include <gtest/gtest.h>
@@ -64,7 +65,7 @@ TEST(ContinuousBatcherOnModels, GreedyTokensAreTorchsWhateverJoinsTheBatch) {
   }
   ASSERT_GE(prompts.size(), 4u);
   generate::BatcherOptions options;
-  options.max_sequences = 3;  // the fourth waits for a row
+  options.max_sequences = 3;  // the fourth waits
   options.context = 128;
   options.prefill_chunk = 7;  // every prompt takes several chunks between steps
   ContinuousBatcher batcher(llama(), fake_text, options);
@@ -72,7 +73,7 @@ TEST(ContinuousBatcherOnModels, GreedyTokensAreTorchsWhateverJoinsTheBatch) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerationJob job;
     job.prompt = prompts[i];
-    // Different lengths, so sequences leave the batch at different steps and rows move.
+    // Different lengths, so sequences leave the batch at different steps.
     job.config.max_new_tokens = i == 0 ? 64 : std::min<size_t>(64, 20 + 13 * i);
     results.push_back(submit(batcher, std::move(job)));
     std::this_thread::sleep_for(std::chrono::milliseconds(5 * i));  // joins at varied steps
@@ -127,7 +128,13 @@ TEST(ContinuousBatcherOnModels, SampledTokensAreTheOneRequestLoopsForTheSameSeed
   for (int i = 1; i < 6; i += 2) EXPECT_EQ(wait(results[i]).sequence.tokens.size(), 10u * i);
 }
 
-TEST(ContinuousBatcherOnModels, CancelledSequenceFreesItsRowAndOthersGoOn) {
+// The batcher's thread counts the pool after each cycle, just after a job's on_done.
+void expect_no_block_held(const ContinuousBatcher& batcher) {
+  for (int i = 0; i < 200 && batcher.kv_blocks_held() != 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(batcher.kv_blocks_held(), 0);
+}
+
+TEST(ContinuousBatcherOnModels, CancelledSequenceGivesItsBlocksBackAndOthersGoOn) {
   const auto ref = llama_reference();
   auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();
   auto want = ref["cases"][0]["tokens"][0].get<std::vector<TokenId>>();
@@ -148,7 +155,7 @@ TEST(ContinuousBatcherOnModels, CancelledSequenceFreesItsRowAndOthersGoOn) {
   kept.prompt = prompt;
   kept.config.max_new_tokens = 64;
   auto stays = submit(batcher, std::move(kept));
-  GenerationJob late;  // needs the cancelled sequence's row
+  GenerationJob late;  // needs the cancelled sequence's place
   late.prompt = prompt;
   late.config.max_new_tokens = 30;
   auto joins = submit(batcher, std::move(late));
@@ -159,6 +166,7 @@ TEST(ContinuousBatcherOnModels, CancelledSequenceFreesItsRowAndOthersGoOn) {
   EXPECT_EQ(wait(stays).sequence.tokens, want);
   EXPECT_EQ(wait(joins).sequence.tokens, std::vector<TokenId>(want.begin(), want.begin() + 30));
   EXPECT_EQ(batcher.running(), 0u);
+  expect_no_block_held(batcher);
 }
 
 // The tokens generate::decode makes alone for one greedy prompt.
@@ -170,7 +178,7 @@ std::vector<TokenId> alone(const std::vector<TokenId>& prompt, size_t new_tokens
   return generate::decode(model, request, fake_text).at(0).tokens;
 }
 
-TEST(ContinuousBatcherOnModels, PromptsStartFromPrefixesRowsAlreadyHold) {
+TEST(ContinuousBatcherOnModels, PromptsStartFromPublishedPrefixBlocks) {
   const auto ref = llama_reference();
   auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();
   auto other = ref["cases"][1]["prompt_ids"][1].get<std::vector<TokenId>>();
@@ -178,9 +186,10 @@ TEST(ContinuousBatcherOnModels, PromptsStartFromPrefixesRowsAlreadyHold) {
   options.max_sequences = 2;
   options.context = 128;
   options.prefill_chunk = 8;
+  options.block_size = 4;
   ContinuousBatcher batcher(llama(), fake_text, options);
 
-  // A later turn of a conversation: the first answer's row is free and holds prompt + answer.
+  // A later turn of a conversation: the first answer's blocks hold prompt + answer, cached.
   GenerationJob first;
   first.prompt = prompt;
   first.config.max_new_tokens = 30;
@@ -196,7 +205,8 @@ TEST(ContinuousBatcherOnModels, PromptsStartFromPrefixesRowsAlreadyHold) {
   second.config.max_new_tokens = 20;
   auto g = submit(batcher, std::move(second));
   JobResult b = wait(g);
-  EXPECT_EQ(b.reused_prompt_tokens, prompt.size() + 20);
+  EXPECT_EQ(b.reused_prompt_tokens, (prompt.size() + 20) / 4 * 4);  // the whole blocks they share
+  EXPECT_GT(batcher.kv_blocks_cached(), 0);
   EXPECT_EQ(b.sequence.tokens, alone(turn, 20));
 
   // A shared system prompt: a new prompt starts from a running sequence's first 16 positions.
@@ -217,9 +227,79 @@ TEST(ContinuousBatcherOnModels, PromptsStartFromPrefixesRowsAlreadyHold) {
   joins.config.max_new_tokens = 25;
   auto k = submit(batcher, std::move(joins));
   JobResult c = wait(k);
-  EXPECT_GE(c.reused_prompt_tokens, 16u);  // the running row, or a free row holding the same start
+  EXPECT_GE(c.reused_prompt_tokens, 16u);  // the running sequence's first blocks, held by both
   EXPECT_EQ(c.sequence.tokens, alone(shared, 25));
   EXPECT_EQ(wait(h).sequence.tokens, alone(prompt, 60));
+}
+
+// A pool too small for every sequence to grow: the newest give their blocks back and resume
+// later, and every sequence still makes the tokens it makes alone, greedy or sampled.
+TEST(ContinuousBatcherOnModels, PreemptedSequencesResumeWithTheTokensTheyMakeAlone) {
+  const auto ref = llama_reference();
+  auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();
+  auto other = ref["cases"][1]["prompt_ids"][1].get<std::vector<TokenId>>();
+  generate::GenerationConfig sampled;
+  sampled.do_sample = true;
+  sampled.temperature = 1.2f;
+  sampled.max_new_tokens = 60;
+  generate::DecodeRequest request;
+  request.prompts = {other};
+  request.config = sampled;
+  request.seed = 7;
+  generate::DecoderOnlyModel model(llama());
+  const auto sampled_alone = generate::decode(model, request, fake_text).at(0).tokens;
+
+  generate::BatcherOptions options;
+  options.max_sequences = 4;
+  options.context = 96;
+  options.prefill_chunk = 16;
+  options.block_size = 4;
+  options.kv_blocks = 40;  // 160 positions: one sequence of 84, not four
+  ContinuousBatcher batcher(llama(), fake_text, options);
+  std::vector<std::future<JobResult>> results;
+  for (int i = 0; i < 4; ++i) {
+    GenerationJob job;
+    job.prompt = i == 1 ? other : prompt;
+    if (i == 1) job.config = sampled, job.seed = 7;
+    else job.config.max_new_tokens = 60;
+    results.push_back(submit(batcher, std::move(job)));
+  }
+  const auto greedy_alone = alone(prompt, 60);
+  size_t preempted = 0;
+  for (int i = 0; i < 4; ++i) {
+    JobResult r = wait(results[i]);
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.sequence.tokens, i == 1 ? sampled_alone : greedy_alone) << "sequence " << i;
+    preempted += r.preemptions;
+  }
+  EXPECT_GT(preempted, 0u);
+  EXPECT_EQ(batcher.preemptions(), preempted);
+  expect_no_block_held(batcher);
+}
+
+TEST(ContinuousBatcherOnModels, APoolSmallerThanTheContextEndsALoneSequenceAtItsEnd) {
+  const auto ref = llama_reference();
+  auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();  // 24 tokens
+  generate::BatcherOptions options;
+  options.context = 128;
+  options.block_size = 4;
+  options.kv_blocks = 8;  // 32 positions
+  ContinuousBatcher batcher(llama(), fake_text, options);
+  GenerationJob fills;
+  fills.prompt = prompt;
+  fills.config.max_new_tokens = 100;
+  auto f = submit(batcher, std::move(fills));
+  JobResult r = wait(f);
+  EXPECT_EQ(r.sequence.tokens, alone(prompt, 32 - prompt.size() + 1));
+  EXPECT_EQ(r.sequence.reason, generate::StopReason::kFinished);
+  GenerationJob too_long;  // 32 prompt positions leave no room for a token in 8 blocks
+  too_long.prompt.assign(32, prompt[0]);
+  try {
+    batcher.submit(std::move(too_long));
+    ADD_FAILURE() << "a prompt the pool cannot hold was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("8 blocks of 4 positions hold 31 at most"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ContinuousBatcherOnModels, FullQueueRefusesAndBadJobsThrow) {

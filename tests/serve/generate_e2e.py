@@ -335,11 +335,11 @@ def test_clients_that_leave_free_their_sequences(ctx):
     deadline = time.monotonic() + 30
     while running(ctx) > 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert running(ctx) == 0, "sequences still hold KV cache rows after their clients left"
+    assert running(ctx) == 0, "sequences still hold KV cache blocks after their clients left"
     m = ctx.server.metrics()
     cancelled = metric(m, "mminfer_generation_sequences_total", model="llama", finish="cancelled") - before
     assert cancelled >= 50, f"only {cancelled:.0f} of 100 sequences were cancelled when their clients left"
-    assert metric(m, "mminfer_kv_cache_sequences", model="llama", state="free") == 4
+    assert metric(m, "mminfer_kv_cache_blocks", model="llama", state="used") == 0, "blocks stayed allocated after their clients left"
     r = ctx.server.post_json("/v1/completions", body_for({"ids": ids, "max_tokens": 10}))
     check_against_cli(ctx, {"ids": ids, "max_tokens": 10}, r.json()["choices"][0]["text"], None, "after the departures")
 
@@ -368,10 +368,29 @@ def test_256_clients_get_answers_or_429(ctx):
     assert running(ctx) == 0
 
 
-def test_kv_cache_bytes_bounds_the_sequences(ctx):
+def test_kv_cache_bytes_bounds_the_blocks(ctx):
+    """kv_cache_bytes sets the pool: 300000 bytes are 36 blocks of 16 positions at 512 bytes each.
+    Six long answers at once need more, so the newest give their blocks back and resume later:
+    /metrics counts the preemptions, and every answer is still the command line's."""
     m = ctx.server.metrics()
-    assert metric(m, "mminfer_kv_cache_sequences", model="llama-budget", state="free") == 2, "kv_cache_bytes did not bound the rows"
-    assert metric(m, "mminfer_kv_cache_bytes", model="llama-budget") == 2 * 256 * 512
+    blocks = sum(metric(m, "mminfer_kv_cache_blocks", model="llama-budget", state=s) for s in ("used", "cached", "free"))
+    assert blocks == 36, f"kv_cache_bytes made {blocks} blocks"
+    assert metric(m, "mminfer_kv_cache_block_positions", model="llama-budget") == 16
+    assert metric(m, "mminfer_kv_cache_bytes", model="llama-budget") == 36 * 16 * 512
+    case = {"ids": ctx.prompts[0], "max_tokens": 200}
+
+    def one(i):
+        return ctx.server.post_json("/v1/completions", body_for(case, model="llama-budget"), timeout=300)
+
+    answers = in_threads(6, one)
+    for r in answers:
+        assert not isinstance(r, Exception) and r.status == 200, r
+        check_against_cli(ctx, case, r.json()["choices"][0]["text"], r.json()["usage"]["completion_tokens"], "preempted")
+    m = ctx.server.metrics()
+    preempted = metric(m, "mminfer_generation_preemptions_total", model="llama-budget")
+    print(f"  6 answers of 200 tokens on 36 blocks: {preempted:.0f} preemptions", flush=True)
+    assert preempted > 0, "six long answers fit 36 blocks without preemption"
+    assert metric(m, "mminfer_kv_cache_blocks", model="llama-budget", state="used") == 0
     index = {e["name"]: e for e in ctx.server.post_json("/v2/repository/index", {}).json()}
     starved = index["llama-starved"]
     assert starved["state"] == "UNAVAILABLE" and "kv_cache_bytes 1000 holds no sequence of 256 positions" in starved["reason"], starved
@@ -427,7 +446,7 @@ def test_vision_language_chat(ctx):
 
 
 def test_later_turns_reuse_the_prefix(ctx):
-    """A conversation's second turn starts from the first turn's keys and values (usage's
+    """A conversation's second turn starts from the first turn's cached blocks (usage's
     cached_tokens, /metrics' prefix hits) and still answers what the command line answers."""
     before = metric(ctx.server.metrics(), "mminfer_generation_prefix_hits_total", model="llama")
     first = {"ids": ctx.prompts[3], "max_tokens": 30}
@@ -441,7 +460,8 @@ def test_later_turns_reuse_the_prefix(ctx):
     second = {"ids": first["ids"] + answer[:12] + ctx.prompts[0][:6], "max_tokens": 20}
     r = ctx.server.post_json("/v1/completions", body_for(second, temperature=0))
     usage = r.json()["usage"]
-    assert usage["prompt_tokens_details"]["cached_tokens"] >= len(first["ids"]) + 12, usage
+    shared = len(first["ids"]) + 12  # reused in whole blocks of 16 positions
+    assert usage["prompt_tokens_details"]["cached_tokens"] == shared // 16 * 16 > 0, usage
     check_against_cli(ctx, second, r.json()["choices"][0]["text"], usage["completion_tokens"], "the second turn")
     after = metric(ctx.server.metrics(), "mminfer_generation_prefix_hits_total", model="llama")
     assert after > before, "/metrics counted no prefix hit"
@@ -659,7 +679,7 @@ def main():
                         test_full_queue_answers_429, test_clients_that_leave_free_their_sequences,
                         test_triton_generate_extension, test_audio_transcriptions, test_page_chats_and_transcribes,
                         test_openai_npm_client, test_later_turns_reuse_the_prefix, test_256_clients_get_answers_or_429,
-                        test_kv_cache_bytes_bounds_the_sequences, test_vision_language_chat,
+                        test_kv_cache_bytes_bounds_the_blocks, test_vision_language_chat,
                         test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()

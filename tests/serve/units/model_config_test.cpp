@@ -10,7 +10,8 @@ TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
     "queue_capacity": 64, "latency_target_ms": 40, "cache": false, "threads": 2, "opt_level": 1,
     "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "min_cosine": 0.995, "instances": 2,
     "max_audio_seconds": 90.5, "max_image_pixels": 4000000, "max_text_bytes": 2048,
-    "max_sequences": 12, "context": 1024, "prefill_chunk": 64, "kv_cache": "fp16", "kv_cache_bytes": 1000000})");
+    "max_sequences": 12, "context": 1024, "prefill_chunk": 64, "kv_cache": "fp16", "kv_cache_bytes": 1000000,
+    "kv_block_size": 32})");
   ModelConfig c = ModelConfig::from_json(j, "m/config.json");
   EXPECT_EQ(c.batching.max_batch_size, 16);
   EXPECT_EQ(c.batching.max_queue_delay.count(), 5000);
@@ -32,6 +33,7 @@ TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   EXPECT_EQ(c.generation.prefill_chunk, 64);
   EXPECT_EQ(c.generation.kv_cache, DType::kFloat16);
   EXPECT_EQ(c.generation.kv_cache_bytes, 1000000);
+  EXPECT_EQ(c.generation.kv_block_size, 32);
   ModelConfig again = ModelConfig::from_json(c.to_json(), "again");
   EXPECT_EQ(again.to_json(), c.to_json());
   EXPECT_EQ(again.session.precision.of(Modality::kText), Precision::kBf16);
@@ -72,6 +74,7 @@ TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
              {R"({"context": 1})", "context must be between 2 and"},
              {R"({"prefill_chunk": -4})", "prefill_chunk must be between 1 and"},
              {R"({"kv_cache_bytes": 0})", "kv_cache_bytes must be between 1 and"},
+             {R"({"kv_block_size": 0})", "kv_block_size must be between 1 and 4096"},
              {R"({"kv_cache": "int4"})", "kv_cache must be \"fp32\", \"fp16\" or \"int8\""},
              {R"([1, 2])", "expected a JSON object"}};
   for (const Bad& b : bad) {
