@@ -32,7 +32,8 @@ struct ContinuousBatcher::Sequence {
           listener_failed = true;
         }
       };
-    stream = std::make_unique<TokenStream>(detokenize, StopRules::from_config(job.config), job.prompt.size(), cb);
+    stream = std::make_unique<TokenStream>(job.detokenize ? job.detokenize : detokenize, StopRules::from_config(job.config),
+                                           job.prompt.size(), cb);
   }
   bool cancelled() const { return listener_failed || (job.cancelled && job.cancelled->load()); }
   int64_t prompt_length() const { return static_cast<int64_t>(job.prompt.size()); }

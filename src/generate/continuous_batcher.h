@@ -56,6 +56,7 @@ struct GenerationJob {
   // positions must differ between images (their token id alone does not).
   std::vector<TokenId> prefix_key;
   GenerationConfig config;  // greedy or sampled; beam search is refused at submit
+  DecodeFn detokenize;      // its text; unset: the batcher's
   uint64_t seed = 0;
   // Each new token with its newly printable text, on the batcher's thread, as it is made.
   std::function<void(TokenId token, std::string_view text)> on_text;

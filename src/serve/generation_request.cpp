@@ -190,6 +190,7 @@ GenerationRequest GenerationRequest::parse(const json& body, bool chat) {
   }
   r.stream = flag(body, "stream");
   r.ignore_eos = flag(body, "ignore_eos");
+  r.skip_special_tokens = !present(body, "skip_special_tokens") || flag(body, "skip_special_tokens");
   if (present(body, "stream_options")) {
     const json& o = body["stream_options"];
     if (!o.is_object()) refuse("'stream_options' must be an object", "stream_options");

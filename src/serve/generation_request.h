@@ -40,6 +40,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // vLLM's extension, for benchmarks: only max_tokens or stop ends an answer
+  bool skip_special_tokens = true;  // vLLM's too: false writes special tokens' text into the answer
 
   static constexpr size_t kMaxChoices = 16;
   static constexpr size_t kMaxPrompts = 64;

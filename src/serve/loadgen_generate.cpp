@@ -82,7 +82,7 @@ struct Run {
       std::vector<int64_t> ids(static_cast<size_t>(prompt_length));
       for (auto& id : ids) id = std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(o.max_token_id - 1, 1))(rng);
       nlohmann::json body = {{"model", o.model},          {"prompt", ids},
-                             {"max_tokens", output},      {"ignore_eos", true},
+                             {"max_tokens", output},      {"ignore_eos", true}, {"skip_special_tokens", false},
                              {"stream", true},            {"stream_options", {{"include_usage", true}}},
                              {"temperature", o.sample ? 1.0 : 0.0}};
       if (o.sample) body["seed"] = rng() >> 1;

@@ -1,7 +1,8 @@
 // The generation side of `mminfer loadgen`: virtual users, each on its own kept-alive
 // connection, stream POST /v1/completions requests (prompts of token ids of a drawn length,
-// answers of a drawn length with ignore_eos, so every answer has it) and time each request's
-// first token, the tokens after it and the whole answer.
+// answers of a drawn length with ignore_eos, so every answer has it, and skip_special_tokens
+// false, so every token shows as text, special ones included) and time each request's first
+// token, the tokens after it and the whole answer.
 #pragma once
 #include <chrono>
 #include <cstdint>

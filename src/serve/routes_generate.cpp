@@ -356,6 +356,7 @@ void Server::start_generation(const GenerationRequest& request, const std::share
     const size_t max_new = request.max_tokens ? static_cast<size_t>(*request.max_tokens) : chat ? room : std::min<size_t>(16, room);
     generate::GenerationJob job = bases[i / request.n];
     job.config = request.config(generator->defaults(), max_new);
+    if (!request.skip_special_tokens) job.detokenize = generator->detokenizer(false);
     job.seed = seed + i % request.n;  // choice 0 of every prompt draws as the command line does
     job.cancelled = call->cancelled();
     job.on_text = [call, i](generate::TokenId, std::string_view text) { call->on_text(i, text); };

@@ -41,6 +41,8 @@ class ServedGenerator {
   // Throws Error for an id outside the vocabulary.
   void check_ids(const std::vector<generate::TokenId>& ids) const;
 
+  // Ids to text, special tokens left out unless `skip_special` is false.
+  generate::DecodeFn detokenizer(bool skip_special) const { return vlm_ ? vlm_->detokenizer(skip_special) : text_->detokenizer(skip_special); }
   // ContinuousBatcher::submit.
   bool submit(generate::GenerationJob job) { return batcher_->submit(std::move(job)); }
   size_t running() const { return batcher_->running(); }

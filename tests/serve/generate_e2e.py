@@ -236,6 +236,7 @@ BAD = [
     ("/v1/completions", {"model": "llama", "prompt": [1, "a"]}, 400, "prompt"),
     ("/v1/completions", {"model": "llama", "prompt": [[1, 2], [100000]]}, 400, "prompt"),
     ("/v1/completions", {"model": "llama", "prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "skip_special_tokens": "no"}, 400, "skip_special_tokens"),
     ("/v1/completions", {"model": "llama", "prompt": "x", "max_tokens": -5}, 400, "max_tokens"),
     ("/v1/completions", {"model": "llama", "prompt": "x", "max_tokens": "ten"}, 400, "max_tokens"),
     ("/v1/completions", {"model": "llama", "prompt": "x", "max_tokens": 10 ** 12}, 400, "max_tokens"),
@@ -467,6 +468,25 @@ def test_later_turns_reuse_the_prefix(ctx):
     assert after > before, "/metrics counted no prefix hit"
 
 
+def test_special_tokens_show_when_asked(ctx):
+    """skip_special_tokens false (vLLM's parameter) writes special tokens' text into the answer:
+    hot sampling (seeded, so the same tokens each time) with ignore_eos draws some among 200
+    tokens. Without them the text is the default answer's."""
+    specials = [t["content"] for t in json.load(open(os.path.join(ctx.folder, "tokenizer.json")))["added_tokens"] if t["special"]]
+    shown_any = 0
+    for seed in range(1, 5):
+        body = {"model": "llama", "prompt": ctx.prompts[0], "max_tokens": 200, "temperature": 2.0, "seed": seed,
+                "ignore_eos": True}
+        plain = ctx.server.post_json("/v1/completions", body).json()["choices"][0]["text"]
+        shown = ctx.server.post_json("/v1/completions", dict(body, skip_special_tokens=False)).json()["choices"][0]["text"]
+        stripped = shown
+        for t in specials:
+            stripped = stripped.replace(t, "")
+        assert stripped == plain, f"{shown!r} without its special tokens is not {plain!r}"
+        shown_any += shown != plain
+    assert shown_any, "no answer showed a special token"
+
+
 def test_metrics_count_generation(ctx):
     m = ctx.server.metrics()
     for name in ("mminfer_generation_time_to_first_token_seconds_count", "mminfer_generation_time_per_output_token_seconds_count",
@@ -680,7 +700,7 @@ def main():
                         test_triton_generate_extension, test_audio_transcriptions, test_page_chats_and_transcribes,
                         test_openai_npm_client, test_later_turns_reuse_the_prefix, test_256_clients_get_answers_or_429,
                         test_kv_cache_bytes_bounds_the_blocks, test_vision_language_chat,
-                        test_metrics_count_generation], ctx)
+                        test_special_tokens_show_when_asked, test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()
     sys.exit(failed)

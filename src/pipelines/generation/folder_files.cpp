@@ -47,9 +47,9 @@ std::unique_ptr<text::Tokenizer> load_tokenizer(const fs::path& dir) {
   return std::make_unique<text::Tokenizer>(text::Tokenizer::from_file((dir / "tokenizer.json").string()));
 }
 
-generate::DecodeFn detokenizer(const text::Tokenizer& tokenizer) {
-  return [&tokenizer](std::span<const generate::TokenId> ids) {
-    return tokenizer.decode(std::vector<int64_t>(ids.begin(), ids.end()), true);
+generate::DecodeFn detokenizer(const text::Tokenizer& tokenizer, bool skip_special) {
+  return [&tokenizer, skip_special](std::span<const generate::TokenId> ids) {
+    return tokenizer.decode(std::vector<int64_t>(ids.begin(), ids.end()), skip_special);
   };
 }
 

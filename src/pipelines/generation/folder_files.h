@@ -30,8 +30,9 @@ EncoderDecoderFiles find_encoder_decoder_files(const std::filesystem::path& dir)
 
 // dir/tokenizer.json, loaded; Error "DIR: tokenizer.json is missing" when absent.
 std::unique_ptr<text::Tokenizer> load_tokenizer(const std::filesystem::path& dir);
-// Token ids to text with special tokens skipped: what streams and results print.
-generate::DecodeFn detokenizer(const text::Tokenizer& tokenizer);
+// Token ids to text with special tokens skipped (unless `skip_special` is false): what streams and
+// results print.
+generate::DecodeFn detokenizer(const text::Tokenizer& tokenizer, bool skip_special = true);
 // config.json + generation_config.json, their bad values as Error.
 generate::GenerationConfig read_generation_settings(const std::filesystem::path& dir);
 // A number or three numbers at `key` (image_mean, image_std), or `fallback` when absent.

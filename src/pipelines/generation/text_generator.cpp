@@ -57,7 +57,7 @@ std::string TextGenerator::decode_tokens(const std::vector<generate::TokenId>& i
   return pipelines::detokenizer(*tokenizer_)(ids);
 }
 
-generate::DecodeFn TextGenerator::detokenizer() const { return pipelines::detokenizer(*tokenizer_); }
+generate::DecodeFn TextGenerator::detokenizer(bool skip_special) const { return pipelines::detokenizer(*tokenizer_, skip_special); }
 
 void TextGenerator::check_ids(const std::vector<generate::TokenId>& ids) const {
   int64_t end = vocab_ > 0 ? vocab_ : tokenizer_->vocab_end();

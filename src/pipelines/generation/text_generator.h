@@ -32,7 +32,8 @@ class TextGenerator {
   // chat template made, which writes its own.
   std::vector<generate::TokenId> encode(const std::string& prompt, bool add_special_tokens = true) const;
   std::string decode_tokens(const std::vector<generate::TokenId>& ids) const;
-  generate::DecodeFn detokenizer() const;
+  // Special tokens are left out of the text unless `skip_special` is false.
+  generate::DecodeFn detokenizer(bool skip_special = true) const;
   // Throws Error for an id outside the model's vocabulary.
   void check_ids(const std::vector<generate::TokenId>& ids) const;
 

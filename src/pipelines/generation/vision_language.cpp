@@ -229,7 +229,7 @@ void VisionLanguage::check_ids(const std::vector<generate::TokenId>& ids) const 
 
 Tensor VisionLanguage::embed(const Tensor& ids) { return run_one(*embed_, "input_ids", ids); }
 
-generate::DecodeFn VisionLanguage::detokenizer() const { return pipelines::detokenizer(*tokenizer_); }
+generate::DecodeFn VisionLanguage::detokenizer(bool skip_special) const { return pipelines::detokenizer(*tokenizer_, skip_special); }
 
 std::vector<generate::TokenId> VisionLanguage::encode(const std::string& text) const {
   text::Encoding e = tokenizer_->encode(text, true);

@@ -76,7 +76,7 @@ class VisionLanguage {
   // Token ids [n, S] as the decoder's inputs_embeds [n, S, width].
   Tensor embed(const Tensor& ids);
   runtime::CachedDecoder& decoder() { return *decoder_; }
-  generate::DecodeFn detokenizer() const;
+  generate::DecodeFn detokenizer(bool skip_special = true) const;
   std::vector<generate::TokenId> encode(const std::string& text) const;  // the tokenizer's special tokens included
   int64_t context() const { return context_; }  // 0 when unknown
   // Throws Error for an id outside the tokenizer's vocabulary.
