@@ -283,11 +283,27 @@ TEST(CachedAttention, RowKernelMatchesPlainTwin) {
     const bool row_sinks = trial % 5 == 3;
     ca::Rows p{q.data(), k.data(), v.data(), out.data(), lo.data(), hi.data(), trial % 2 ? bias.data() : nullptr,
                sq, d, dv, d, d, dv, dv, t, 0.3f, trial % 3 == 0 ? 2.f : 0.f, trial % 4 == 0 || row_sinks,
-               trial % 8 == 0 ? 0.f : 0.7f, nullptr, nullptr, row_sinks ? sinks.data() : nullptr};
+               trial % 8 == 0 ? 0.f : 0.7f, nullptr, nullptr, row_sinks ? sinks.data() : nullptr, nullptr, nullptr, 0, false};
     ca::run(p, scratch.data());
     p.out = ref.data();
     ca::run_reference(p);
     for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref[i], 2e-5f * (1 + std::fabs(ref[i]))) << "trial " << trial;
+    // The same keys and values in blocks of a paged cache, stored in reverse order.
+    const int64_t block = 1 + trial % 9, blocks = (t + block - 1) / block;
+    std::vector<float> kp(blocks * block * d), vp(blocks * block * dv), paged(sq * dv);
+    std::vector<const void*> k_starts, v_starts;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t slot = blocks - 1 - b, rows = std::min(block, t - b * block);
+      std::copy_n(k.begin() + b * block * d, rows * d, kp.begin() + slot * block * d);
+      std::copy_n(v.begin() + b * block * dv, rows * dv, vp.begin() + slot * block * dv);
+      k_starts.push_back(kp.data() + slot * block * d), v_starts.push_back(vp.data() + slot * block * dv);
+    }
+    p.k = p.v = nullptr;
+    p.k_blocks = k_starts.data(), p.v_blocks = v_starts.data(), p.block = block;
+    p.out = paged.data();
+    ca::run(p, scratch.data());
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_NEAR(paged[i], out[i], 1e-5f * (1 + std::fabs(out[i]))) << "trial " << trial << ", blocks of " << block;
   }
 }
 

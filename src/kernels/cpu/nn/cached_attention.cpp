@@ -71,6 +71,26 @@ void finish_logits(const Rows& p, int64_t i, int64_t lo, int64_t hi, float* s) {
   }
 }
 
+bool int8_cache(const Rows& p) { return p.k_blocks ? p.blocks_int8 : p.k8 != nullptr; }
+
+// Calls fn(j, count, keys, values) for the runs of keys [lo, hi) that lie one after another:
+// the whole range in a contiguous cache, a block's share of it in a paged one.
+template <class Fn>
+void for_each_run(const Rows& p, int64_t lo, int64_t hi, Fn&& fn) {
+  const int64_t element = int8_cache(p) ? 1 : int64_t(sizeof(float));
+  if (!p.k_blocks) {
+    const char* k = p.k8 ? reinterpret_cast<const char*>(p.k8) : reinterpret_cast<const char*>(p.k);
+    const char* v = p.v8 ? reinterpret_cast<const char*>(p.v8) : reinterpret_cast<const char*>(p.v);
+    return fn(lo, hi - lo, k + lo * p.kv_stride * element, v + lo * p.kv_stride_v * element);
+  }
+  for (int64_t j = lo; j < hi;) {
+    const int64_t b = j / p.block, at = j - b * p.block, end = std::min(hi, (b + 1) * p.block);
+    fn(j, end - j, static_cast<const char*>(p.k_blocks[b]) + at * p.kv_stride * element,
+       static_cast<const char*>(p.v_blocks[b]) + at * p.kv_stride_v * element);
+    j = end;
+  }
+}
+
 // Row i over an INT8 cache: one pass over its keys, one over its values, the codes widened in
 // registers.
 void run_int8_row(const Rows& p, int64_t i, float* scratch) {
@@ -79,27 +99,34 @@ void run_int8_row(const Rows& p, int64_t i, float* scratch) {
   const int64_t lo = p.lo[i], hi = p.hi[i];
   if (hi <= lo) return;
   const float* q = p.q + i * p.q_stride;
-  const int8_t* k = p.k8 + lo * p.kv_stride;
-  loops().int8_scores(q, k, p.kv_stride, hi - lo, p.d, scratch);
+  for_each_run(p, lo, hi, [&](int64_t j, int64_t n, const char* k, const char*) {
+    loops().int8_scores(q, reinterpret_cast<const int8_t*>(k), p.kv_stride, n, p.d, scratch + (j - lo));
+  });
   finish_logits(p, i, lo, hi, scratch);
   softmax(scratch, hi - lo, p.has_sink, sink_of(p, i));
-  const int8_t* v = p.v8 + lo * p.kv_stride_v;
-  loops().int8_accumulate(scratch, v, p.kv_stride_v, hi - lo, p.dv, out);
+  for_each_run(p, lo, hi, [&](int64_t j, int64_t n, const char*, const char* v) {
+    loops().int8_accumulate(scratch + (j - lo), reinterpret_cast<const int8_t*>(v), p.kv_stride_v, n, p.dv, out);
+  });
 }
 
 // Rows [i, i + rows) share the keys [lo, hi), lo < hi: one pass over the keys and one over the
 // values for all of them, a row of scores each in scratch.
 void run_group(const Rows& p, int64_t i, int rows, float* scratch) {
-  const int64_t lo = p.lo[i], n = p.hi[i] - lo;
+  const int64_t lo = p.lo[i], hi = p.hi[i], n = hi - lo;
   const float* q[kGroupRows];
   float* out[kGroupRows];
   for (int r = 0; r < rows; ++r) q[r] = p.q + (i + r) * p.q_stride, out[r] = p.out + (i + r) * p.out_stride;
-  loops().group_scores(q, rows, p.k + lo * p.kv_stride, p.kv_stride, n, p.d, scratch, n);
+  for_each_run(p, lo, hi, [&](int64_t j, int64_t m, const char* k, const char*) {
+    loops().group_scores(q, rows, reinterpret_cast<const float*>(k), p.kv_stride, m, p.d, scratch + (j - lo), n);
+  });
   for (int r = 0; r < rows; ++r) {
     finish_logits(p, i + r, lo, lo + n, scratch + r * n);
     softmax(scratch + r * n, n, p.has_sink, sink_of(p, i + r));
   }
-  loops().group_values(scratch, n, rows, p.v + lo * p.kv_stride_v, p.kv_stride_v, n, p.dv, out);
+  for (int r = 0; r < rows; ++r) std::fill_n(out[r], p.dv, 0.f);
+  for_each_run(p, lo, hi, [&](int64_t j, int64_t m, const char*, const char* v) {
+    loops().group_values(scratch + (j - lo), n, rows, reinterpret_cast<const float*>(v), p.kv_stride_v, m, p.dv, out);
+  });
 }
 
 }  // namespace
@@ -109,7 +136,7 @@ int64_t scratch_floats(int64_t t) { return kGroupRows * t; }
 void run(const Rows& p, float* scratch) {
   for (int64_t i = 0; i < p.sq;) {
     const int64_t lo = p.lo[i], hi = p.hi[i];
-    if (p.k8) {
+    if (int8_cache(p)) {
       run_int8_row(p, i++, scratch);
     } else if (hi <= lo) {
       std::fill_n(p.out + i++ * p.out_stride, p.dv, 0.f);
@@ -124,16 +151,22 @@ void run(const Rows& p, float* scratch) {
 
 void run_reference(const Rows& p) {
   // An INT8 cache is dequantized to float rows first (the test's plain twin, not a fast path).
-  auto key = [&](int64_t j, int64_t c) {
-    if (!p.k8) return p.k[j * p.kv_stride + c];
-    const int8_t* row = p.k8 + j * p.kv_stride;
-    return static_cast<float>(row[c]) * int8_rows::scale_of(row, p.d);
+  const bool int8 = int8_cache(p);
+  auto row_of = [&](bool keys, int64_t j) {
+    const int64_t stride = keys ? p.kv_stride : p.kv_stride_v, element = int8 ? 1 : int64_t(sizeof(float));
+    if (p.k_blocks)
+      return static_cast<const char*>((keys ? p.k_blocks : p.v_blocks)[j / p.block]) + (j % p.block) * stride * element;
+    const void* base = keys ? (int8 ? static_cast<const void*>(p.k8) : p.k) : (int8 ? static_cast<const void*>(p.v8) : p.v);
+    return static_cast<const char*>(base) + j * stride * element;
   };
-  auto value = [&](int64_t j, int64_t c) {
-    if (!p.v8) return p.v[j * p.kv_stride_v + c];
-    const int8_t* row = p.v8 + j * p.kv_stride_v;
-    return static_cast<float>(row[c]) * int8_rows::scale_of(row, p.dv);
+  auto element_of = [&](bool keys, int64_t j, int64_t c) {
+    const char* row = row_of(keys, j);
+    if (!int8) return reinterpret_cast<const float*>(row)[c];
+    const int8_t* codes = reinterpret_cast<const int8_t*>(row);
+    return static_cast<float>(codes[c]) * int8_rows::scale_of(codes, keys ? p.d : p.dv);
   };
+  auto key = [&](int64_t j, int64_t c) { return element_of(true, j, c); };
+  auto value = [&](int64_t j, int64_t c) { return element_of(false, j, c); };
   for (int64_t i = 0; i < p.sq; ++i) {
     float* out = p.out + i * p.out_stride;
     std::fill_n(out, p.dv, 0.f);

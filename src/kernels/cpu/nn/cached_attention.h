@@ -27,6 +27,13 @@ struct Rows {
   const int8_t* k8;
   const int8_t* v8;
   const float* sinks;  // per row, in place of `sink` when not null (rows of different heads)
+  // A paged cache in place of k and v (or k8 and v8): key j is row j % block of the run that
+  // starts at k_blocks[j / block] (value j: v_blocks), rows kv_stride (kv_stride_v) apart, int8
+  // rows when blocks_int8.
+  const void* const* k_blocks;
+  const void* const* v_blocks;
+  int64_t block;
+  bool blocks_int8;
 };
 
 // Consecutive rows with the same key range run together, up to kGroupRows at a time

@@ -91,7 +91,6 @@ template <class Ops>
 void group_values(const float* w, int64_t ldw, int rows, const float* v, int64_t stride, int64_t n, int64_t dv,
                   float* const* out) {
   constexpr int64_t kCols = 4 * Ops::kWidth;  // columns per pass: four vectors of sums per row
-  for (int r = 0; r < rows; ++r) std::fill_n(out[r], dv, 0.f);
   for (int64_t j0 = 0; j0 < n; j0 += kValueBlock) {
     const int64_t m = std::min(kValueBlock, n - j0);
     // The next block, while this one is summed.

@@ -27,7 +27,7 @@ void group_scores_avx2(const float* const* q, int rows, const float* k, int64_t 
                        int64_t lds);
 void group_scores_avx512(const float* const* q, int rows, const float* k, int64_t stride, int64_t n, int64_t d, float* s,
                          int64_t lds);
-// out[r][0, dv) = Σ_j w[r * ldw + j] * v_j over the n value rows v, v + stride, ...
+// out[r][0, dv) += Σ_j w[r * ldw + j] * v_j over the n value rows v, v + stride, ...
 void group_values_avx2(const float* w, int64_t ldw, int rows, const float* v, int64_t stride, int64_t n, int64_t dv,
                        float* const* out);
 void group_values_avx512(const float* w, int64_t ldw, int rows, const float* v, int64_t stride, int64_t n, int64_t dv,

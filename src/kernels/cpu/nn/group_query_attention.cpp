@@ -272,10 +272,11 @@ class GroupQueryAttentionKernel final : public Kernel {
       std::vector<float> qbuf(static_cast<size_t>(cached_attention::kGroupRows * S * H));
       std::vector<int64_t> lo(static_cast<size_t>(cached_attention::kGroupRows)), hi(lo.size());
       std::vector<float> wide_k, wide_v;  // a float16 cache's KV head, widened once for its query heads
-      std::vector<char> gathered_k, gathered_v;  // a paged cache's KV head, its blocks in order
+      std::vector<const void*> k_starts, v_starts;  // a paged cache's KV head: where its blocks start
       int64_t read = -1;
       const float *keys = nullptr, *values = nullptr;
       const int8_t *keys8 = nullptr, *values8 = nullptr;
+      bool paged = false;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t c = t / per_kv, b = c / NK, kh = c % NK;
         const int64_t h0 = kh * group + (t % per_kv) * cached_attention::kGroupRows;
@@ -297,19 +298,24 @@ class GroupQueryAttentionKernel final : public Kernel {
           const int64_t n = total_len[b];
           if (cache_t == DType::kFloat16) {
             keys = widen_rows(key_rows, b, kh, n, H, wide_k), values = widen_rows(value_rows, b, kh, n, H, wide_v);
-          } else if (cache_t == DType::kFloat32) {
-            keys = reinterpret_cast<const float*>(key_rows.gather(b, kh, n, gathered_k));
-            values = reinterpret_cast<const float*>(value_rows.gather(b, kh, n, gathered_v));
-          } else {
-            keys8 = reinterpret_cast<const int8_t*>(key_rows.gather(b, kh, n, gathered_k));
-            values8 = reinterpret_cast<const int8_t*>(value_rows.gather(b, kh, n, gathered_v));
+          } else {  // read in place, block by block when paged
+            key_rows.block_starts(b, kh, n, k_starts), value_rows.block_starts(b, kh, n, v_starts);
+            paged = !k_starts.empty();
+            if (cache_t == DType::kInt8)
+              keys8 = reinterpret_cast<const int8_t*>(key_rows.row(b, kh, 0)), values8 = reinterpret_cast<const int8_t*>(value_rows.row(b, kh, 0));
+            else
+              keys = reinterpret_cast<const float*>(key_rows.row(b, kh, 0)), values = reinterpret_cast<const float*>(value_rows.row(b, kh, 0));
           }
           read = c;
         }
-        if (keys8) {
-          p.k8 = keys8, p.v8 = values8, p.kv_stride = p.kv_stride_v = row_bytes;
+        const bool int8 = in_place_ && cache_t == DType::kInt8;
+        p.kv_stride = p.kv_stride_v = int8 ? row_bytes : H;
+        if (paged) {
+          p.k_blocks = k_starts.data(), p.v_blocks = v_starts.data(), p.block = s.block, p.blocks_int8 = int8;
+        } else if (int8) {
+          p.k8 = keys8, p.v8 = values8;
         } else {
-          p.k = keys, p.v = values, p.kv_stride = p.kv_stride_v = H;
+          p.k = keys, p.v = values;
         }
         p.sq = heads, p.d = H, p.dv = H;
         p.q_stride = S * H, p.out_stride = H;

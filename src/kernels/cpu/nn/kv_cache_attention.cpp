@@ -95,19 +95,23 @@ class KvCacheAttentionKernel final : public Kernel {
       std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(d.T)));
       std::vector<int64_t> lo(static_cast<size_t>(group), 0), hi(static_cast<size_t>(group));
       std::vector<float> wide_k, wide_v;
-      std::vector<char> gathered_k, gathered_v;
+      std::vector<const void*> k_starts, v_starts;
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t b = c / d.Hkv, h = c % d.Hkv, visible = needed[b];
         cached_attention::Rows p{};
         if (half) {
           p.k = widen_rows(keys_at, b, h, visible, d.D, wide_k), p.kv_stride = d.D;
           p.v = widen_rows(values_at, b, h, visible, d.Dv, wide_v), p.kv_stride_v = d.Dv;
-        } else if (int8) {  // read as they are, the codes widened in registers
-          p.k8 = reinterpret_cast<const int8_t*>(keys_at.gather(b, h, visible, gathered_k)), p.kv_stride = keys_at.row_bytes;
-          p.v8 = reinterpret_cast<const int8_t*>(values_at.gather(b, h, visible, gathered_v)), p.kv_stride_v = values_at.row_bytes;
-        } else {
-          p.k = reinterpret_cast<const float*>(keys_at.gather(b, h, visible, gathered_k)), p.kv_stride = d.D;
-          p.v = reinterpret_cast<const float*>(values_at.gather(b, h, visible, gathered_v)), p.kv_stride_v = d.Dv;
+        } else {  // read in place, int8 codes widened in registers
+          p.kv_stride = int8 ? keys_at.row_bytes : d.D, p.kv_stride_v = int8 ? values_at.row_bytes : d.Dv;
+          keys_at.block_starts(b, h, visible, k_starts), values_at.block_starts(b, h, visible, v_starts);
+          if (!k_starts.empty()) {
+            p.k_blocks = k_starts.data(), p.v_blocks = v_starts.data(), p.block = d.block, p.blocks_int8 = int8;
+          } else if (int8) {
+            p.k8 = reinterpret_cast<const int8_t*>(keys_at.row(b, h, 0)), p.v8 = reinterpret_cast<const int8_t*>(values_at.row(b, h, 0));
+          } else {
+            p.k = reinterpret_cast<const float*>(keys_at.row(b, h, 0)), p.v = reinterpret_cast<const float*>(values_at.row(b, h, 0));
+          }
         }
         // Position i of the group's query heads: rows S * D apart that all see the same keys,
         // so each key and value row is read once for the whole group.

@@ -1,12 +1,11 @@
 // Where a runtime-owned KV cache keeps the rows of (sequence b, KV head h) at position p:
 // contiguous, [B, Hkv, T, width] with sequence b in slot b, or paged, [blocks, Hkv, block, width]
 // with a block table (int32 [B, table_width]) naming each sequence's blocks in order, so position
-// p is row p % block of block table[b][p / block]. Attention reads a sequence's rows as one run:
-// in place when they lie in one block, else gathered (or, for a float16 cache, widened) run by run.
+// p is row p % block of block table[b][p / block]. Attention reads a sequence's rows in place, run
+// by run (cached_attention::Rows::k_blocks), or widens a float16 cache's runs into one buffer.
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -33,16 +32,12 @@ struct KvRows {
     for (int64_t first = 0; first < n; first += block) fn(row(b, h, first), first, std::min(block, n - first));
   }
 
-  // Rows [0, n) of (b, h) one after another: where they lie when one block holds them, else
-  // copied into `buffer` (aligned for vector loads).
-  const char* gather(int64_t b, int64_t h, int64_t n, std::vector<char>& buffer) const {
-    if (n <= block) return row(b, h, 0);
-    buffer.resize(static_cast<size_t>(n * row_bytes + 64));
-    char* out = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
-    for_each_run(b, h, n, [&](const char* rows, int64_t first, int64_t count) {
-      std::memcpy(out + first * row_bytes, rows, static_cast<size_t>(count * row_bytes));
-    });
-    return out;
+  // Where each block's share of rows [0, n) of (b, h) starts, in order; empty when the rows lie
+  // one after another from row(b, h, 0) (a contiguous cache, or one block).
+  void block_starts(int64_t b, int64_t h, int64_t n, std::vector<const void*>& starts) const {
+    starts.clear();
+    if (!table || n <= block) return;
+    for (int64_t first = 0; first < n; first += block) starts.push_back(row(b, h, first));
   }
 };
 
