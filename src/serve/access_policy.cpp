@@ -6,21 +6,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/ascii.h"
 #include "mminfer/status.h"
 
 namespace mminfer::serve {
 
 namespace {
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-  return s;
-}
-
-std::string trim(const std::string& s) {
-  size_t a = s.find_first_not_of(" \t\r\n"), b = s.find_last_not_of(" \t\r\n");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
 
 std::string header_of(const HttpRequest& req, std::string_view name) {
   for (const auto& [k, v] : req.headers)
@@ -47,7 +38,7 @@ bool is_repository_control(const std::vector<std::string>& p) {
 }
 
 bool is_loopback_name(const std::string& host) {
-  std::string h = lower(host);
+  std::string h = ascii_lower(host);
   if (h == "localhost" || h == "::1" || h == "[::1]") return true;
   if (h.rfind("127.", 0) != 0) return false;
   return h.find_first_not_of("0123456789.") == std::string::npos;
@@ -77,27 +68,27 @@ bool matches_any(const Sha256Digest& d, const std::vector<Sha256Digest>& keys) {
 
 AccessPolicy::AccessPolicy(const AccessOptions& options, std::string bound_host, bool tls)
     : api_keys_(digests(options.api_keys)), admin_keys_(digests(options.admin_keys)), scheme_(tls ? "https" : "http") {
-  for (const auto& o : options.cors_origins) cors_origins_.push_back(lower(o));
-  for (const auto& h : options.allowed_hosts) hosts_.push_back(lower(h));
+  for (const auto& o : options.cors_origins) cors_origins_.push_back(ascii_lower(o));
+  for (const auto& h : options.allowed_hosts) hosts_.push_back(ascii_lower(h));
   // Admin keys open every route too, so that an admin needs one key.
   api_keys_.insert(api_keys_.end(), admin_keys_.begin(), admin_keys_.end());
   // Bound to loopback, only a local client can reach us, unless a browser is fooled into it by a
   // name that resolves to 127.0.0.1 (DNS rebinding): its Host header then names the foreign site.
   check_host_ = is_loopback_name(bound_host) || !hosts_.empty();
-  hosts_.push_back(lower(bound_host));
+  hosts_.push_back(ascii_lower(bound_host));
 }
 
 AccessPolicy::Key AccessPolicy::key_of(const HttpRequest& req) const {
-  std::string auth = trim(header_of(req, "authorization"));
+  std::string auth(trim(header_of(req, "authorization")));
   if (auth.empty()) return Key::none;
-  if (auth.size() < 7 || lower(auth.substr(0, 7)) != "bearer ") return Key::invalid;
+  if (auth.size() < 7 || ascii_lower(auth.substr(0, 7)) != "bearer ") return Key::invalid;
   Sha256Digest d = sha256(trim(auth.substr(7)));
   if (matches_any(d, admin_keys_)) return Key::admin;
   return matches_any(d, api_keys_) ? Key::user : Key::invalid;
 }
 
 bool AccessPolicy::host_allowed(const std::string& host_header) const {
-  std::string h = lower(trim(host_header));
+  std::string h = ascii_lower(trim(host_header));
   if (h.empty()) return true;  // HTTP/1.0; HTTP/1.1 without Host is refused by the HTTP layer
   // Drop the port: "name:8000", "[::1]:8000".
   size_t colon = h.rfind(':');
@@ -108,7 +99,7 @@ bool AccessPolicy::host_allowed(const std::string& host_header) const {
 }
 
 bool AccessPolicy::origin_allowed(const std::string& origin) const {
-  return std::find(cors_origins_.begin(), cors_origins_.end(), lower(origin)) != cors_origins_.end();
+  return std::find(cors_origins_.begin(), cors_origins_.end(), ascii_lower(origin)) != cors_origins_.end();
 }
 
 std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& req) const {
@@ -131,7 +122,7 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& req) const {
   }
   // A browser sends Origin with every cross-site POST, simple ones included: only our own pages
   // and the configured origins may change state or spend compute here.
-  if (!reads && !origin.empty() && lower(origin) != scheme_ + "://" + lower(trim(host)) && !origin_allowed(origin))
+  if (!reads && !origin.empty() && ascii_lower(origin) != scheme_ + "://" + ascii_lower(trim(host)) && !origin_allowed(origin))
     return refusal(403, "cross-origin " + req.method + " from '" + origin + "' is not allowed (see --cors-origin)");
 
   std::vector<std::string> p = segments(req.path);
@@ -170,7 +161,7 @@ std::vector<std::string> read_key_file(const std::string& path) {
   if (!in) throw Error("cannot read the key file " + path);
   std::vector<std::string> keys;
   for (std::string line; std::getline(in, line);) {
-    line = trim(line);
+    line = std::string(trim(line));
     if (!line.empty() && line[0] != '#') keys.push_back(line);
   }
   if (keys.empty()) throw Error("the key file " + path + " holds no key (one per line)");

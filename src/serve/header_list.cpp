@@ -2,17 +2,12 @@
 
 #include <algorithm>
 
+#include "core/ascii.h"
 namespace mminfer::serve {
 
 namespace {
 
-std::string lower_trimmed(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
-  return out;
-}
+std::string lower_trimmed(std::string_view s) { return ascii_lower(trim(s, " \t")); }
 
 }  // namespace
 

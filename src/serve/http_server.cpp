@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "core/ascii.h"
 #include "core/json_string.h"
 #include "mminfer/status.h"
 
@@ -30,11 +31,6 @@ std::string_view HttpRequest::header(std::string_view name) const {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-  return out;
-}
 
 // Headers that make a request's end ambiguous, which a proxy in front may read differently
 // (request smuggling, RFC 9112 sections 3.2 and 6.3): "" when the framing is sound.
@@ -48,7 +44,7 @@ std::string framing_problem(const http::request_header<>& h) {
   std::string last;
   auto [first, end] = h.equal_range(http::field::transfer_encoding);
   for (auto field = first; field != end; ++field)
-    for (auto coding : http::token_list(field->value())) last = lower({coding.data(), coding.size()});
+    for (auto coding : http::token_list(field->value())) last = ascii_lower({coding.data(), coding.size()});
   if (last != "chunked") return "Transfer-Encoding must end with chunked";
   return "";
 }
@@ -381,7 +377,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
     size_t q = target.find('?');
     r.path = std::string(target.substr(0, q));
     if (q != std::string_view::npos) r.query = std::string(target.substr(q + 1));
-    for (const auto& field : req) r.headers.emplace_back(lower({field.name_string().data(), field.name_string().size()}),
+    for (const auto& field : req) r.headers.emplace_back(ascii_lower({field.name_string().data(), field.name_string().size()}),
                                                          std::string(field.value().data(), field.value().size()));
     r.body = std::move(req.body());
     r.peer = peer_;

@@ -2,23 +2,13 @@
 
 #include <algorithm>
 
+#include "core/ascii.h"
 #include "mminfer/status.h"
 
 namespace mminfer::serve {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
 
 // The value of `key` among a header's `; key=value` parameters (quoted or not; a quoted value may
 // hold ';'), nullopt when absent.
@@ -33,7 +23,7 @@ std::optional<std::string> parameter(std::string_view header, std::string_view k
       i = semi;
       continue;
     }
-    const std::string name = lower(trim(header.substr(i, eq - i)));
+    const std::string name = ascii_lower(trim(header.substr(i, eq - i)));
     size_t v = eq + 1;
     while (v < header.size() && (header[v] == ' ' || header[v] == '\t')) ++v;
     std::string value;
@@ -55,7 +45,7 @@ std::optional<std::string> parameter(std::string_view header, std::string_view k
 }  // namespace
 
 std::vector<FormPart> parse_multipart(std::string_view content_type, std::string_view body) {
-  if (lower(trim(content_type.substr(0, content_type.find(';')))) != "multipart/form-data")
+  if (ascii_lower(trim(content_type.substr(0, content_type.find(';')))) != "multipart/form-data")
     throw Error("the request must be multipart/form-data (a form with the file), not '" +
                 std::string(trim(content_type.substr(0, 80))) + "'");
   std::optional<std::string> boundary = parameter(content_type, "boundary");
@@ -82,10 +72,10 @@ std::vector<FormPart> parse_multipart(std::string_view content_type, std::string
       headers = eol == std::string_view::npos ? std::string_view() : headers.substr(eol + 2);
       size_t colon = line.find(':');
       if (colon == std::string_view::npos) continue;
-      const std::string name = lower(trim(line.substr(0, colon)));
+      const std::string name = ascii_lower(trim(line.substr(0, colon)));
       std::string_view value = trim(line.substr(colon + 1));
       if (name == "content-disposition") {
-        form_data = lower(trim(value.substr(0, value.find(';')))) == "form-data";
+        form_data = ascii_lower(trim(value.substr(0, value.find(';')))) == "form-data";
         if (auto n = parameter(value, "name")) part.name = *n;
         part.filename = parameter(value, "filename");
       } else if (name == "content-type") {

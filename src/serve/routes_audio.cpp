@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/ascii.h"
 #include "modal/audio/decode.h"
 #include "serve/input_limits.h"
 #include "serve/multipart.h"
@@ -26,10 +27,7 @@ std::string clock_time(double seconds, char decimal) {
   return text;
 }
 
-std::string trimmed(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \n"), b = s.find_last_not_of(" \n");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
+std::string trimmed(const std::string& s) { return std::string(trim(s, " \n")); }
 
 std::string subtitles(const pipelines::Transcript& t, bool vtt) {
   std::string out = vtt ? "WEBVTT\n\n" : "";
