@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "serve/base64.h"
 #include "serve/openai_error.h"
 
 namespace mminfer::serve {
@@ -92,7 +93,7 @@ void read_prompts(const json& body, GenerationRequest& r) {
 
 // One message's content: text, or for a message with an image part, the list of its text and
 // image parts (each image's URL goes to `images`).
-nlohmann::ordered_json message_content(const json& content, const std::string& where, std::vector<std::string>& images) {
+nlohmann::ordered_json message_content(const json& content, const std::string& where, GenerationRequest& r) {
   if (content.is_string()) return content.get<std::string>();
   if (content.is_null()) return "";
   if (!content.is_array()) refuse(where + ".content must be text or a list of content parts", "messages");
@@ -113,11 +114,25 @@ nlohmann::ordered_json message_content(const json& content, const std::string& w
       const json& u = part.contains("image_url") ? part["image_url"] : json();
       const json& url = u.is_object() && u.contains("url") ? u["url"] : u;
       if (!url.is_string()) refuse(at + " needs image_url.url, a data: URL of the image", "messages");
-      images.push_back(url.get<std::string>());
+      r.images.push_back(url.get<std::string>());
       parts.push_back({{"type", "image"}});
       image = true;
-    } else if (type == "input_audio" || type == "file") {
-      refuse(at + " is a '" + type + "' part; chats here read text and images", "messages", "unsupported_content");
+    } else if (type == "input_audio") {
+      const json& a = part.contains("input_audio") ? part["input_audio"] : json();
+      if (!a.is_object() || !a.contains("data") || !a["data"].is_string())
+        refuse(at + " needs input_audio.data, the audio file in base64", "messages");
+      GenerationRequest::Audio audio;
+      if (a.contains("format") && !a["format"].is_string()) refuse(at + ": input_audio.format must be text (wav, mp3...)", "messages");
+      if (a.contains("format")) audio.format = a["format"].get<std::string>();
+      try {
+        audio.bytes = base64_decode(a["data"].get<std::string>());
+      } catch (const std::exception&) {
+        refuse(at + ": input_audio.data is not base64", "messages");
+      }
+      if (audio.bytes.empty()) refuse(at + ": input_audio.data is empty", "messages");
+      r.audios.push_back(std::move(audio));
+    } else if (type == "file") {
+      refuse(at + " is a 'file' part; chats here read text, images and audio", "messages", "unsupported_content");
     } else {
       refuse(at + " has an unknown type '" + type + "' (text, image_url, input_audio)", "messages");
     }
@@ -141,7 +156,7 @@ void read_messages(const json& body, GenerationRequest& r) {
     if (!m[i].contains("content")) refuse(where + " needs 'content'", "messages");
     // A developer message is the newer name of a system message; templates know "system".
     r.messages.push_back(
-        {{"role", role == "developer" ? "system" : role}, {"content", message_content(m[i]["content"], where, r.images)}});
+        {{"role", role == "developer" ? "system" : role}, {"content", message_content(m[i]["content"], where, r)}});
   }
 }
 

@@ -32,6 +32,13 @@ struct GenerationRequest {
   // and `images` holds each image part's URL, in order.
   nlohmann::ordered_json messages;
   std::vector<std::string> images;
+  // Each input_audio part's bytes (its base64 decoded) and declared format, in order: a chat
+  // with one is answered by a speech-to-text model with the audio's transcript.
+  struct Audio {
+    std::vector<uint8_t> bytes;
+    std::string format;
+  };
+  std::vector<Audio> audios;
   std::optional<int64_t> max_tokens;
   std::optional<double> temperature, top_p;
   std::optional<uint64_t> seed;

@@ -2,11 +2,14 @@
 // /v1/completions and /v1/chat/completions, and Triton's generate extension (POST
 // /v2/models/{m}[/versions/{v}]/generate and /generate_stream), whole answers or server-sent
 // events, each choice one sequence of the batch. A client that goes away mid-stream cancels its
-// sequences, which give their cache blocks back at the next step.
+// sequences, which give their cache blocks back at the next step. A chat with an input_audio
+// part goes to a speech-to-text model, whose answer is the audio's transcript.
 #include <chrono>
 #include <mutex>
 #include <random>
 
+#include "core/ascii.h"
+#include "modal/audio/decode.h"
 #include "serve/base64.h"
 #include "serve/generation_request.h"
 #include "serve/input_limits.h"
@@ -276,6 +279,7 @@ void Server::triton_generate(const HttpRequest& req, const std::shared_ptr<Serve
 
 void Server::generate(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply,
                       GenerationProtocol protocol) {
+  if (request.chat && (!request.audios.empty() || model->transcribes())) return transcribe_chat(request, model, reply);
   if (request.images.empty()) return start_generation(request, model, reply, protocol);
   // An image goes through the vision encoder: on a worker of parse_pool_, so the I/O threads stay
   // free for other requests meanwhile.
@@ -295,6 +299,64 @@ void Server::generate(const GenerationRequest& request, const std::shared_ptr<Se
     busy.headers.emplace_back("Retry-After", "1");
     reply(std::move(busy));
   }
+}
+
+void Server::transcribe_chat(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply) {
+  if (!model->transcribes())
+    throw RequestError(400, "model '" + request.model + "' reads no audio (it is " + model->kind() +
+                                "); input_audio parts need a speech-to-text model", "messages", "unsupported_content");
+  if (request.audios.size() != 1)
+    throw RequestError(400, request.audios.empty() ? "model '" + request.model + "' transcribes audio: the messages need an input_audio part"
+                                                   : "the messages hold " + std::to_string(request.audios.size()) +
+                                                         " audio parts; a chat here takes one",
+                       "messages");
+  if (!request.images.empty()) throw RequestError(400, "model '" + request.model + "' reads no images", "messages", "unsupported_content");
+  // The transcript is Whisper's greedy reading: settings that would change it otherwise are refused.
+  auto unsupported = [](const std::string& message, const char* param) {
+    throw RequestError(400, message + " in a transcription chat", param, "unsupported_parameter");
+  };
+  if (request.n != 1) unsupported("'n' must be 1", "n");
+  if (request.temperature && *request.temperature != 0) unsupported("'temperature' must be 0", "temperature");
+  if (request.top_p && *request.top_p != 1) unsupported("'top_p' must be 1", "top_p");
+  if (!request.stop.empty()) unsupported("'stop' is not supported", "stop");
+  if (request.ignore_eos) unsupported("'ignore_eos' is not supported", "ignore_eos");
+  if (!request.skip_special_tokens) unsupported("'skip_special_tokens' must be true", "skip_special_tokens");
+  const GenerationRequest::Audio& audio = request.audios[0];
+  const std::string_view bytes(reinterpret_cast<const char*>(audio.bytes.data()), audio.bytes.size());
+  try {
+    check_input_cost(pipelines::Modality::kAudio, bytes, model->config().limits);
+  } catch (const InputTooLarge& e) {
+    throw RequestError(413, e.what(), "messages", "request_too_large");
+  }
+  if (!audio::read_audio_header(audio.bytes))
+    throw RequestError(400, "the input_audio part is not audio this server reads (WAV, FLAC, MP3 or Ogg)", "messages");
+  TranscribeJob job;
+  job.audio = audio.bytes;
+  // max_tokens bounds each 30-second window's tokens (Whisper decodes window by window).
+  if (request.max_tokens) job.options.max_new_tokens = static_cast<size_t>(*request.max_tokens);
+  auto call = std::make_shared<GenerationCall>(request, GenerationProtocol::kOpenAi, *model, 1, 0, reply);
+  if (call->streaming()) call->begin_stream();
+  const bool queued = model->transcribe(std::move(job), [call, reply, max = request.max_tokens](BatchResult<pipelines::Transcript> r) {
+    generate::JobResult result;
+    if (!r.error.empty()) {
+      if (!call->streaming()) return reply(openai_error(400, "cannot transcribe the audio: " + r.error, "messages"));
+      result.error = "cannot transcribe the audio: " + r.error;
+    } else {
+      result.sequence.text = std::string(trim(r.value.text, " \n"));  // as /v1/audio/transcriptions gives it
+      result.sequence.tokens = r.value.tokens;
+      result.sequence.reason = max && static_cast<int64_t>(r.value.windows) * *max <= static_cast<int64_t>(r.value.tokens.size())
+                                   ? generate::StopReason::kMaxNewTokens
+                                   : generate::StopReason::kStopToken;
+      call->on_text(0, result.sequence.text);
+    }
+    call->on_done(0, std::move(result));
+  });
+  if (!queued) {
+    HttpResponse busy = openai_error(429, "model '" + request.model + "' has a full queue; retry shortly");
+    busy.headers.emplace_back("Retry-After", "1");
+    return call->refuse(std::move(busy), 1);
+  }
+  if (call->streaming()) call->open_stream();
 }
 
 void Server::start_generation(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model,

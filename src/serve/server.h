@@ -86,6 +86,8 @@ class Server {
   void triton_generate(const HttpRequest& req, const std::shared_ptr<ServedModel>& model, bool stream, const Reply& reply);
   void generate(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply,
                 GenerationProtocol protocol);
+  // A chat with an input_audio part, answered by a speech-to-text model with its transcript.
+  void transcribe_chat(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply);
   // What generate() does on the calling thread: prompts, checks, jobs queued (throws RequestError).
   void start_generation(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply,
                         GenerationProtocol protocol);

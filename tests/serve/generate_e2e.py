@@ -487,6 +487,42 @@ def test_special_tokens_show_when_asked(ctx):
     assert shown_any, "no answer showed a special token"
 
 
+def test_chat_with_input_audio(ctx):
+    """A chat's input_audio part goes to the speech-to-text model: its answer is the transcript
+    /v1/audio/transcriptions gives, whole or streamed. Other models, missing or extra parts,
+    data that is not base64 or not audio, and settings a transcript cannot follow get a 400."""
+    data = open(ctx.wavs[1], "rb").read()
+    want = cli_transcript(ctx, ctx.wavs[1], False)["text"].strip()
+    assert want, "the clip has no words to compare"
+
+    def audio_part(raw=data):
+        return {"type": "input_audio", "input_audio": {"data": base64.b64encode(raw).decode(), "format": "wav"}}
+
+    messages = [{"role": "user", "content": [{"type": "text", "text": "What is said here?"}, audio_part()]}]
+    r = ctx.server.post_json("/v1/chat/completions", {"model": "whisper", "messages": messages})
+    assert r.status == 200, f"{r.status}: {r.body[:200]!r}"
+    j = r.json()
+    assert j["object"] == "chat.completion" and j["id"].startswith("chatcmpl-"), j
+    assert j["choices"][0]["message"] == {"role": "assistant", "content": want, "refusal": None}, j["choices"][0]
+    assert j["choices"][0]["finish_reason"] == "stop" and j["usage"]["completion_tokens"] > 0, j
+    status, ctype, events = stream(ctx, "/v1/chat/completions", {"model": "whisper", "messages": messages})
+    assert status == 200 and ctype.startswith("text/event-stream") and events[-1] == "[DONE]", (status, events[-1:])
+    texts, reasons = streamed_text(events)
+    assert texts == [want] and reasons == ["stop"], (texts, reasons)
+    for model, msgs, extra, param, says in (
+            ("llama", messages, {}, "messages", "reads no audio"),
+            ("whisper", [{"role": "user", "content": "hello"}], {}, "messages", "need an input_audio part"),
+            ("whisper", [{"role": "user", "content": [audio_part(), audio_part()]}], {}, "messages", "2 audio parts"),
+            ("whisper", [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "@@@"}}]}], {},
+             "messages", "not base64"),
+            ("whisper", [{"role": "user", "content": [audio_part(b"plain text, no audio")]}], {}, "messages", "not audio"),
+            ("whisper", messages, {"temperature": 0.7}, "temperature", "must be 0"),
+            ("whisper", messages, {"n": 2}, "n", "must be 1")):
+        r = ctx.server.post_json("/v1/chat/completions", dict({"model": model, "messages": msgs}, **extra))
+        e = r.openai_error()
+        assert r.status == 400 and e["param"] == param and says in e["message"], f"{model} {extra}: {r.status} {e}"
+
+
 def test_metrics_count_generation(ctx):
     m = ctx.server.metrics()
     for name in ("mminfer_generation_time_to_first_token_seconds_count", "mminfer_generation_time_per_output_token_seconds_count",
@@ -700,7 +736,7 @@ def main():
                         test_triton_generate_extension, test_audio_transcriptions, test_page_chats_and_transcribes,
                         test_openai_npm_client, test_later_turns_reuse_the_prefix, test_256_clients_get_answers_or_429,
                         test_kv_cache_bytes_bounds_the_blocks, test_vision_language_chat,
-                        test_special_tokens_show_when_asked, test_metrics_count_generation], ctx)
+                        test_special_tokens_show_when_asked, test_chat_with_input_audio, test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()
     sys.exit(failed)

@@ -7,9 +7,8 @@
 // the text `mminfer transcribe` makes of it). Checks chat.completions.create and
 // completions.create whole and streamed (`for await` over the chunks, usage with
 // stream_options), that the streamed text is the whole answer's, n choices, leaving a stream early,
-// audio.transcriptions.create with a file upload, and errors the client turns into err.status and
-// err.param. Prints one line per check and
-// 'N passed, N failed'. The client comes from tools/node_modules (NODE_PATH, or the path below).
+// audio.transcriptions.create with a file upload, a chat with an input_audio part, and errors the
+// client turns into err.status and err.param. Prints one line per check and 'N passed, N failed'. The client comes from tools/node_modules (NODE_PATH, or the path below).
 'use strict';
 const assert = require('node:assert/strict');
 const path = require('node:path');
@@ -107,6 +106,15 @@ async function main() {
         response_format: 'verbose_json', timestamp_granularities: ['segment'],
       });
       assert.ok(Array.isArray(verbose.segments) && verbose.duration > 0, JSON.stringify(verbose).slice(0, 200));
+    }],
+    ['chat.completions.create with an input_audio part answers with the transcript', async () => {
+      const data = require('node:fs').readFileSync(audio).toString('base64');
+      const audioMessages = [{ role: 'user', content: [
+        { type: 'text', text: 'What is said?' }, { type: 'input_audio', input_audio: { data, format: 'wav' } }] }];
+      const whole = await client.chat.completions.create({ model: audioModel, messages: audioMessages });
+      assert.equal(whole.choices[0].message.content, audioText);
+      const streamed = await collect(await client.chat.completions.create({ model: audioModel, messages: audioMessages, stream: true }));
+      assert.equal(streamed.texts[0], audioText);
     }],
     ['errors arrive as the client\'s error classes', async () => {
       await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: 0 }), (e) => {
