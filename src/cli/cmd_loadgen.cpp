@@ -102,6 +102,8 @@ int loadgen_generate(const Args& args) {
   o.seed = static_cast<uint64_t>(args.get_int("--seed", 1));
   o.timeout = timeout(args, 120);
   o.api_key = api_key(args);
+  o.images = load_inputs(args, "--image", "--image-dir", {".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp"});
+  o.images_per_request = args.get_int("--images-per-request", o.images.empty() ? 0 : 1);
   serve::GenerateLoadReport report = serve::run_generate_load(o);
   if (args.has("--json")) std::printf("%s\n", serve::format_json(report).c_str());
   else std::fputs(serve::format_table(report).c_str(), stdout);
@@ -115,7 +117,7 @@ int cmd_loadgen(int argc, char** argv) {
             {"--url", "--mix", "--concurrency", "--duration", "--requests", "--repeat-fraction", "--text", "--image",
              "--image-dir", "--audio", "--audio-dir", "--model", "--model-text", "--model-image", "--model-audio",
              "--timeout", "--seed", "--first-input", "--api-key-file", "--prompt-tokens", "--output-tokens",
-             "--max-token-id"},
+             "--max-token-id", "--images-per-request"},
             {"--help", "--json", "--generate", "--sample"});
   if (args.has("--help") || !args.has("--url")) {
     std::fputs(
@@ -141,12 +143,16 @@ int cmd_loadgen(int argc, char** argv) {
         "    keys); or the key in env MMINFER_API_KEY\n"
         "generation: mminfer loadgen --url URL --generate --model NAME [--prompt-tokens 128|64-256]\n"
         "                       [--output-tokens 128|64-256] [--max-token-id 256] [--sample] [--concurrency N]\n"
-        "                       [--duration S] [--requests N] [--json]\n"
+        "                       [--duration S] [--requests N] [--image F]... [--image-dir D]\n"
+        "                       [--images-per-request N] [--json]\n"
         "  streams POST {URL}/v1/completions: prompts of random token ids below --max-token-id, of a length\n"
         "  drawn from --prompt-tokens, answers of a length drawn from --output-tokens (ignore_eos), greedy\n"
         "  or --sample (temperature 1, a seed per request); for S seconds (30) or N requests. Reports output\n"
         "  tokens/s, time to first token, time per output token and end to end p50/p90/p99 (ms), errors\n"
-        "  by status. --timeout: seconds per wait for more of an answer (120)\n",
+        "  by status. --timeout: seconds per wait for more of an answer (120)\n"
+        "  --image/--image-dir with --images-per-request N (1 when images are given): streams\n"
+        "  /v1/chat/completions instead, each with N images (the files in turn: a repeat is served by the\n"
+        "  model's feature cache) and a question of --prompt-tokens words\n",
         args.usage_stream());
     return args.has("--help") ? 0 : 2;
   }

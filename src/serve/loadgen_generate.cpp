@@ -10,6 +10,7 @@
 
 #include "mminfer/status.h"
 #include "serve/http_client.h"
+#include "serve/input_variants.h"
 #include "serve/loadgen.h"
 #include "serve/loadgen_report.h"
 
@@ -33,7 +34,7 @@ int64_t whole_number(std::string_view s, const std::string& what) {
 struct StreamTiming {
   Clock::time_point start, first_token;
   bool got_token = false, done = false, error = false;
-  uint64_t completion_tokens = 0;
+  uint64_t completion_tokens = 0, prompt_tokens = 0;
   std::string pending;  // an event not yet complete
 
   void feed(std::string_view piece) {
@@ -51,11 +52,18 @@ struct StreamTiming {
     if (e == "[DONE]") return void(done = true);
     nlohmann::json j = nlohmann::json::parse(e, nullptr, false);
     if (j.is_discarded() || j.contains("error")) return void(error = true);
-    if (j.contains("usage") && j["usage"].is_object()) completion_tokens = j["usage"].value("completion_tokens", uint64_t{0});
+    if (j.contains("usage") && j["usage"].is_object()) {
+      completion_tokens = j["usage"].value("completion_tokens", uint64_t{0});
+      prompt_tokens = j["usage"].value("prompt_tokens", uint64_t{0});
+    }
     if (!got_token && j.contains("choices"))
-      for (const auto& c : j["choices"])
-        if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty())
-          got_token = true, first_token = Clock::now();
+      for (const auto& c : j["choices"]) {
+        // A completion's text, or a chat's delta content.
+        const nlohmann::json* text = c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content")
+                                         ? &c["delta"]["content"]
+                                         : c.contains("text") ? &c["text"] : nullptr;
+        if (text && text->is_string() && !text->get<std::string>().empty()) got_token = true, first_token = Clock::now();
+      }
   }
 };
 
@@ -66,6 +74,23 @@ struct Run {
   std::atomic<uint64_t> issued{0};
   std::mutex mutex;
   GenerateLoadReport report;
+
+  std::vector<std::string> image_urls;  // o.images as data URLs
+  std::atomic<uint64_t> images_sent{0};
+
+  // A chat's content: images_per_request image parts (the files in turn), then a question of
+  // `words` words.
+  nlohmann::json chat_content(int64_t words, std::mt19937_64& rng) {
+    static const char* const kWords[] = {"what", "is", "in", "this", "picture", "describe", "the", "colors", "and",
+                                         "shapes", "you", "see", "near", "center", "left", "right"};
+    nlohmann::json content = nlohmann::json::array();
+    for (int i = 0; i < o.images_per_request; ++i)
+      content.push_back({{"type", "image_url"}, {"image_url", {{"url", image_urls[images_sent++ % image_urls.size()]}}}});
+    std::string text;
+    for (int64_t w = 0; w < words; ++w) text += std::string(w ? " " : "") + kWords[rng() % std::size(kWords)];
+    content.push_back({{"type", "text"}, {"text", text}});
+    return content;
+  }
 
   bool another() {
     if (o.duration_s > 0 && Clock::now() >= deadline) return false;
@@ -79,19 +104,25 @@ struct Run {
     if (!o.api_key.empty()) client.set_bearer_token(o.api_key);
     while (another()) {
       const int64_t prompt_length = draw(o.prompt), output = draw(o.output);
-      std::vector<int64_t> ids(static_cast<size_t>(prompt_length));
-      for (auto& id : ids) id = std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(o.max_token_id - 1, 1))(rng);
-      nlohmann::json body = {{"model", o.model},          {"prompt", ids},
-                             {"max_tokens", output},      {"ignore_eos", true}, {"skip_special_tokens", false},
-                             {"stream", true},            {"stream_options", {{"include_usage", true}}},
+      nlohmann::json body = {{"model", o.model},     {"max_tokens", output},
+                             {"ignore_eos", true},   {"skip_special_tokens", false},
+                             {"stream", true},       {"stream_options", {{"include_usage", true}}},
                              {"temperature", o.sample ? 1.0 : 0.0}};
+      const bool chat = o.images_per_request > 0;
+      if (chat) {
+        body["messages"] = {{{"role", "user"}, {"content", chat_content(prompt_length, rng)}}};
+      } else {
+        std::vector<int64_t> ids(static_cast<size_t>(prompt_length));
+        for (auto& id : ids) id = std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(o.max_token_id - 1, 1))(rng);
+        body["prompt"] = ids;
+      }
       if (o.sample) body["seed"] = rng() >> 1;
       StreamTiming t;
       t.start = Clock::now();
       HttpResult r;
       std::string failure;
       try {
-        r = client.post_streamed(target.base_path + "/v1/completions", body.dump(), "application/json",
+        r = client.post_streamed(target.base_path + (chat ? "/v1/chat/completions" : "/v1/completions"), body.dump(), "application/json",
                                  [&](std::string_view piece) { t.feed(piece); });
       } catch (const HttpConnectionError& e) {
         failure = e.kind();
@@ -109,7 +140,7 @@ struct Run {
         continue;
       }
       ++report.ok;
-      report.prompt_tokens += static_cast<uint64_t>(prompt_length);
+      report.prompt_tokens += t.prompt_tokens > 0 ? t.prompt_tokens : static_cast<uint64_t>(prompt_length);
       report.output_tokens += t.completion_tokens;
       report.e2e_ms.push_back(ms_between(t.start, end));
       if (t.got_token) {
@@ -142,7 +173,10 @@ GenerateLoadReport run_generate_load(const GenerateLoadOptions& o) {
   if (o.concurrency < 1 || o.concurrency > 100000) throw Error("--concurrency must be from 1 to 100000");
   if (o.duration_s <= 0 && o.max_requests == 0) throw Error("give --duration or --requests: the run needs an end");
   if (o.max_token_id < 2) throw Error("--max-token-id must be 2 or more");
-  Run run{o, parse_http_url(o.url), {}, {}, {}, {}};
+  if (o.images_per_request < 0) throw Error("--images-per-request must not be negative");
+  if (o.images_per_request > 0 && o.images.empty()) throw Error("--images-per-request needs --image or --image-dir");
+  Run run{o, parse_http_url(o.url), {}, {}, {}, {}, {}, {}};
+  for (const std::string& f : o.images) run.image_urls.push_back(data_url(f, "image/png"));
   run.report.url = o.url;
   run.report.model = o.model;
   run.report.concurrency = o.concurrency;

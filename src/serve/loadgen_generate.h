@@ -1,5 +1,7 @@
 // The generation side of `mminfer loadgen`: virtual users, each on its own kept-alive
 // connection, stream POST /v1/completions requests (prompts of token ids of a drawn length,
+// or, with images per request, /v1/chat/completions with that many images and a question of that
+// many words,
 // answers of a drawn length with ignore_eos, so every answer has it, and skip_special_tokens
 // false, so every token shows as text, special ones included) and time each request's first
 // token, the tokens after it and the whole answer.
@@ -32,6 +34,8 @@ struct GenerateLoadOptions {
   uint64_t seed = 1;
   std::chrono::milliseconds timeout{120000};  // a wait for more of an answer
   std::string api_key;
+  std::vector<std::string> images;  // image files' bytes, sent in turn (a repeat hits the feature cache)
+  int images_per_request = 0;       // > 0: chats with that many image parts
 };
 
 struct GenerateLoadReport {

@@ -523,6 +523,35 @@ def test_chat_with_input_audio(ctx):
         assert r.status == 400 and e["param"] == param and says in e["message"], f"{model} {extra}: {r.status} {e}"
 
 
+def test_loadgen_generate(ctx):
+    """mminfer loadgen --generate: every streamed answer counted with its tokens and timings, as
+    completions of token ids, and as chats about images on the vision-language model."""
+    from PIL import Image
+    url = f"http://{ctx.server.host}:{ctx.server.port}"
+
+    def loadgen(*extra):
+        p = subprocess.run([ctx.mminfer, "loadgen", "--url", url, "--generate", "--json", *extra],
+                           capture_output=True, text=True, timeout=240)
+        assert p.returncode == 0, f"loadgen {extra}: exit {p.returncode}: {p.stderr.strip()}"
+        return json.loads(p.stdout)
+
+    r = loadgen("--model", "llama", "--concurrency", "4", "--requests", "8", "--prompt-tokens", "16-32",
+                "--output-tokens", "8", "--max-token-id", "600")
+    assert r["ok"] == 8 and r["status"] == {"200": 8} and r["output_tokens"] == 64, r
+    assert 8 * 16 <= r["prompt_tokens"] <= 8 * 32 and r["ttft_ms"]["p50"] > 0 and r["tpot_ms"]["p50"] > 0, r
+    files = []
+    for i, colour in enumerate(((20, 200, 90), (200, 20, 90))):
+        files.append(os.path.join(ctx.work, f"loadgen{i}.png"))
+        Image.new("RGB", (96, 64), colour).save(files[-1])
+    r = loadgen("--model", "vlm", "--concurrency", "2", "--requests", "4", "--prompt-tokens", "6", "--output-tokens", "5",
+                "--image", files[0], "--image", files[1])
+    # Each prompt holds the template, the image's tokens and the six words, as the usage chunk counts them.
+    assert r["ok"] == 4 and r["output_tokens"] == 20 and r["prompt_tokens"] > 4 * 20, r
+    p = subprocess.run([ctx.mminfer, "loadgen", "--url", url, "--generate", "--model", "vlm", "--requests", "1",
+                        "--images-per-request", "1"], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "--images-per-request needs --image or --image-dir" in p.stderr, p.stderr
+
+
 def test_metrics_count_generation(ctx):
     m = ctx.server.metrics()
     for name in ("mminfer_generation_time_to_first_token_seconds_count", "mminfer_generation_time_per_output_token_seconds_count",
@@ -736,7 +765,8 @@ def main():
                         test_triton_generate_extension, test_audio_transcriptions, test_page_chats_and_transcribes,
                         test_openai_npm_client, test_later_turns_reuse_the_prefix, test_256_clients_get_answers_or_429,
                         test_kv_cache_bytes_bounds_the_blocks, test_vision_language_chat,
-                        test_special_tokens_show_when_asked, test_chat_with_input_audio, test_metrics_count_generation], ctx)
+                        test_special_tokens_show_when_asked, test_chat_with_input_audio, test_loadgen_generate,
+                        test_metrics_count_generation], ctx)
     finally:
         ctx.server.stop()
     sys.exit(failed)
