@@ -281,17 +281,36 @@ void Server::generate(const GenerationRequest& request, const std::shared_ptr<Se
                       GenerationProtocol protocol) {
   if (request.chat && (!request.audios.empty() || model->transcribes())) return transcribe_chat(request, model, reply);
   if (request.images.empty()) return start_generation(request, model, reply, protocol);
-  // An image goes through the vision encoder: on a worker of parse_pool_, so the I/O threads stay
-  // free for other requests meanwhile.
+  // An image is decoded on a worker of parse_pool_, so the I/O threads stay free meanwhile, then
+  // goes through the model's image queue, whose batches share the vision encoder's runs.
   const bool triton = protocol == GenerationProtocol::kTriton;
-  bool posted = parse_pool_->post([this, request, model, reply, protocol, triton] {
+  auto answer_errors = [reply, triton](const std::function<void()>& work) {
     try {
-      start_generation(request, model, reply, protocol);
+      work();
     } catch (const RequestError& e) {
       reply(triton ? error_response(e.status(), e.what()) : openai_error(e.status(), e.what(), e.param(), e.code()));
     } catch (const std::exception& e) {
       reply(triton ? error_response(400, e.what()) : openai_error(400, e.what()));
     }
+  };
+  bool posted = parse_pool_->post([this, request, model, reply, protocol, answer_errors] {
+    answer_errors([&] {
+      ServedGenerator* generator = model->generator();
+      if (!generator || !generator->reads_images()) return start_generation(request, model, reply, protocol);  // refused there
+      ServedGenerator::ImageChat chat{request.messages, read_image(request, *model)};
+      const bool queued = generator->chat_job_async(std::move(chat), [this, request, model, reply, protocol, answer_errors](
+                                                                          BatchResult<generate::GenerationJob> made) {
+        answer_errors([&] {
+          if (!made.error.empty()) throw RequestError(400, made.error, "messages");
+          start_generation(request, model, reply, protocol, &made.value);
+        });
+      });
+      if (!queued) {
+        HttpResponse busy = openai_error(429, "model '" + request.model + "' has too many images waiting for its encoder; retry shortly");
+        busy.headers.emplace_back("Retry-After", "1");
+        reply(std::move(busy));
+      }
+    });
   });
   if (!posted) {
     HttpResponse busy = triton ? error_response(503, "the server is encoding too many images; retry shortly")
@@ -360,7 +379,7 @@ void Server::transcribe_chat(const GenerationRequest& request, const std::shared
 }
 
 void Server::start_generation(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model,
-                              const Reply& reply, GenerationProtocol protocol) {
+                              const Reply& reply, GenerationProtocol protocol, generate::GenerationJob* prepared) {
   const bool chat = request.chat;
   const bool triton = protocol == GenerationProtocol::kTriton;
   auto refusal = [&](int status, const std::string& message) {
@@ -375,7 +394,7 @@ void Server::start_generation(const GenerationRequest& request, const std::share
   std::vector<generate::GenerationJob> bases;
   std::vector<std::vector<generate::TokenId>> prompts;
   try {
-    if (chat) bases.push_back(generator->chat_job(request.messages, read_image(request, *model).get()));
+    if (chat) bases.push_back(prepared ? std::move(*prepared) : generator->chat_job(request.messages, read_image(request, *model).get()));
     for (const std::string& p : request.prompts) bases.emplace_back().prompt = generator->encode(p);
     for (auto& ids : request.prompt_ids) bases.emplace_back().prompt = std::move(ids);
     for (const auto& b : bases) generator->check_ids(b.prompt), prompts.push_back(b.prompt);

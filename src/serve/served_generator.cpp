@@ -24,7 +24,7 @@ std::vector<generate::TokenId> prefix_key(const std::vector<generate::TokenId>& 
 
 }  // namespace
 
-ServedGenerator::ServedGenerator(const std::string& dir, const ModelConfig& config, bool vision_language) {
+ServedGenerator::ServedGenerator(const std::string& dir, const ModelConfig& config, bool vision_language, Observe observe) {
   const GenerationSettings& g = config.generation;
   generate::BatcherOptions options;
   runtime::CachedDecoder* decoder = nullptr;
@@ -65,6 +65,41 @@ ServedGenerator::ServedGenerator(const std::string& dir, const ModelConfig& conf
   options.prefill_chunk = g.prefill_chunk;
   options.max_waiting = config.batching.capacity;
   batcher_ = std::make_unique<generate::ContinuousBatcher>(*decoder, detokenize, options);
+  if (vlm_)
+    image_q_ = std::make_unique<BatchQueue<ImageChat, generate::GenerationJob>>(
+        config.batching, [this](std::vector<ImageChat>& chats) { return chat_jobs(chats); }, std::move(observe));
+}
+
+std::vector<BatchResult<generate::GenerationJob>> ServedGenerator::chat_jobs(const std::vector<ImageChat>& chats) {
+  std::vector<pipelines::VisionLanguage::ChatInput> inputs;
+  for (const ImageChat& c : chats) inputs.push_back({&c.messages, c.image.get()});
+  std::vector<pipelines::VisionLanguage::ConversationOrError> made;
+  {
+    std::lock_guard lock(vision_mutex_);
+    made = vlm_->conversations(inputs);
+  }
+  std::vector<BatchResult<generate::GenerationJob>> out(chats.size());
+  for (size_t i = 0; i < chats.size(); ++i) {
+    if (!made[i].error.empty()) {
+      out[i].error = made[i].error;
+      continue;
+    }
+    out[i].value = vision_job(std::move(made[i].conversation));
+  }
+  return out;
+}
+
+generate::GenerationJob ServedGenerator::vision_job(pipelines::VisionLanguage::Conversation c) const {
+  generate::GenerationJob job;
+  job.prefix_key = prefix_key(c.ids, vlm_->image_token(), c.image_digest);
+  job.prompt = std::move(c.ids);
+  job.prompt_embeddings = std::move(c.embeddings);
+  return job;
+}
+
+bool ServedGenerator::chat_job_async(ImageChat chat, std::function<void(BatchResult<generate::GenerationJob>)> done) {
+  if (!image_q_) throw Error("this model reads text only: send the message without the image");
+  return image_q_->push(std::move(chat), std::move(done));
 }
 
 std::vector<generate::TokenId> ServedGenerator::encode(const std::string& prompt) const {
@@ -80,11 +115,7 @@ generate::GenerationJob ServedGenerator::chat_job(const nlohmann::ordered_json& 
   generate::GenerationJob job;
   if (vlm_) {
     std::lock_guard lock(vision_mutex_);
-    pipelines::VisionLanguage::Conversation c = vlm_->conversation(messages, image);
-    job.prefix_key = prefix_key(c.ids, vlm_->image_token(), c.image_digest);
-    job.prompt = std::move(c.ids);
-    job.prompt_embeddings = std::move(c.embeddings);
-    return job;
+    return vision_job(vlm_->conversation(messages, image));
   }
   if (image) throw Error("this model reads text only: send the message without the image");
   if (!chat_) throw Error("this model's folder has no chat template; send the prompt to /v1/completions instead");

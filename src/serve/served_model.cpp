@@ -115,7 +115,7 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
     refuse_min_cosine();
     preprocess_id_ = sha256_hex(kind_ + "|" + dir + "|" + std::to_string(version_) + "|" + folder_digest(dir));
     if (!speech) {
-      generator_ = std::make_unique<ServedGenerator>(dir, config_, vision_language);
+      generator_ = std::make_unique<ServedGenerator>(dir, config_, vision_language, observe_as("image"));
       return;
     }
     // Each instance transcribes one file at a time; its windows already decode as one batch.

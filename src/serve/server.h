@@ -89,8 +89,9 @@ class Server {
   // A chat with an input_audio part, answered by a speech-to-text model with its transcript.
   void transcribe_chat(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply);
   // What generate() does on the calling thread: prompts, checks, jobs queued (throws RequestError).
+  // `prepared`: a chat's job already made (its image encoded by the image queue).
   void start_generation(const GenerationRequest& request, const std::shared_ptr<ServedModel>& model, const Reply& reply,
-                        GenerationProtocol protocol);
+                        GenerationProtocol protocol, generate::GenerationJob* prepared = nullptr);
 
   // Also records `name` as the model the request is counted under in /metrics.
   std::shared_ptr<ServedModel> find_model(const std::string& name, int version, const Reply& reply) const;

@@ -444,6 +444,24 @@ def test_vision_language_chat(ctx):
     two["messages"][0]["content"].append({"type": "image_url", "image_url": {"url": urls[1]}})
     r = ctx.server.post_json("/v1/chat/completions", two)
     assert r.status == 400 and "takes one" in r.openai_error()["message"], r.body[:200]
+    # Chats at once about new images: each image goes through the model's image queue (batched
+    # with the others when they meet there); every answer arrives.
+    m = ctx.server.metrics()
+    before = metric(m, "mminfer_batch_size_sum", model="vlm", queue="image")
+    batches = metric(m, "mminfer_batch_size_count", model="vlm", queue="image")
+    fresh = []
+    for i in range(6):
+        img = Image.new("RGB", (80 + 10 * i, 90), (40 * i, 200 - 30 * i, 90))
+        path = os.path.join(ctx.work, f"fresh{i}.png")
+        img.save(path)
+        fresh.append("data:image/png;base64," + base64.b64encode(open(path, "rb").read()).decode())
+    answers = in_threads(6, lambda i: ctx.server.post_json("/v1/chat/completions", image_chat(fresh[i], "What is it?"), timeout=120))
+    assert all(not isinstance(r, Exception) and r.status == 200 for r in answers), answers
+    m = ctx.server.metrics()
+    after = metric(m, "mminfer_batch_size_sum", model="vlm", queue="image")
+    assert after - before == 6, f"the image queue took {after - before:.0f} of 6 chats"
+    print(f"  6 image chats at once: {metric(m, 'mminfer_batch_size_count', model='vlm', queue='image') - batches:.0f} encoder batches",
+          flush=True)
 
 
 def test_later_turns_reuse_the_prefix(ctx):

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include "generate/step_model.h"
@@ -33,6 +34,21 @@ Tensor run_one(Session& s, const std::string& input, const Tensor& t) {
   if (out.empty() || out[0].dtype() != DType::kFloat32 || out[0].rank() != 3)
     throw Error("expected float32 [batch, positions, width] from the model given '" + input + "'");
   return out[0];
+}
+
+// Frames [f_i, 3, H, W] of several images, one after another: [sum f_i, 3, H, W].
+Tensor concat_frames(const std::vector<Tensor>& images) {
+  if (images.size() == 1) return images[0];
+  Shape shape = images[0].shape();
+  shape[0] = 0;
+  for (const Tensor& t : images) shape[0] += t.dim(0);
+  Tensor out = Tensor::empty(DType::kFloat32, shape);
+  char* at = static_cast<char*>(out.raw());
+  for (const Tensor& t : images) {
+    std::memcpy(at, t.raw(), t.nbytes());
+    at += t.nbytes();
+  }
+  return out;
 }
 
 // Writes the image's features over the image tokens' rows of `embeds` ([1, positions, width]).
@@ -192,14 +208,56 @@ std::string VisionLanguage::expand_images(const std::string& text, int want, int
 }
 
 VisionLanguage::Conversation VisionLanguage::conversation(const nlohmann::ordered_json& messages, const image::Image* img) {
-  Conversation c;
-  Frames f;
-  Tensor features;
-  if (img) {
-    f = frames(*img);
-    c.image_digest = content_digest(f.pixels);
-    features = features_.rows("image", {c.image_digest}, [&](const std::vector<size_t>&) { return encode_frames(f.pixels); })[0];
+  ConversationOrError c = std::move(conversations({{&messages, img}})[0]);
+  if (!c.error.empty()) throw Error(c.error);
+  return std::move(c.conversation);
+}
+
+std::vector<VisionLanguage::ConversationOrError> VisionLanguage::conversations(const std::vector<ChatInput>& inputs) {
+  const size_t n = inputs.size();
+  std::vector<Frames> f(n);
+  std::vector<std::string> digests(n);
+  std::vector<Tensor> features(n);
+  // Images with as many frames share a feature row shape: each such group is one rows() call,
+  // whose missing images are encoded in one run over their frames.
+  std::map<int64_t, std::vector<size_t>> by_frames;
+  for (size_t i = 0; i < n; ++i)
+    if (inputs[i].image) {
+      f[i] = frames(*inputs[i].image);
+      digests[i] = content_digest(f[i].pixels);
+      by_frames[f[i].pixels.dim(0)].push_back(i);
+    }
+  for (const auto& [count, group] : by_frames) {
+    std::vector<std::string> keys;
+    for (size_t i : group) keys.push_back(digests[i]);
+    std::vector<Tensor> rows = features_.rows("image", keys, [&](const std::vector<size_t>& items) {
+      std::vector<Tensor> pixels;
+      for (size_t k : items) pixels.push_back(f[group[k]].pixels);
+      Tensor all = encode_frames(concat_frames(pixels));  // [1, items * count * image_seq_len, width]
+      const auto m = static_cast<int64_t>(items.size());
+      return Tensor::alias(all, DType::kFloat32, {m, all.dim(1) / m, all.dim(2)}, all.raw());
+    });
+    for (size_t k = 0; k < group.size(); ++k) features[group[k]] = std::move(rows[k]);
   }
+  std::vector<ConversationOrError> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    try {
+      out[i].conversation = converse(*inputs[i].messages, inputs[i].image ? &f[i] : nullptr,
+                                     inputs[i].image ? &features[i] : nullptr, digests[i]);
+    } catch (const std::exception& e) {
+      out[i].error = e.what();
+    }
+  }
+  return out;
+}
+
+VisionLanguage::Conversation VisionLanguage::converse(const nlohmann::ordered_json& messages, const Frames* frames,
+                                                      const Tensor* features, std::string image_digest) {
+  Conversation c;
+  c.image_digest = std::move(image_digest);
+  const bool img = frames != nullptr;
+  const Frames none;
+  const Frames& f = img ? *frames : none;
   std::string text;
   if (template_) {
     text = expand_images(template_->render(messages, true), img ? 1 : 0, f.rows, f.cols);
@@ -211,12 +269,12 @@ VisionLanguage::Conversation VisionLanguage::conversation(const nlohmann::ordere
     if (content.is_array())
       for (const auto& part : content)
         if (part.value("type", "") == "text") question += part.value("text", "");
-    text = prompt_text(question, img != nullptr, f.rows, f.cols);
+    text = prompt_text(question, img, f.rows, f.cols);
   }
   text::Encoding e = tokenizer_->encode(text, false);
   c.ids.assign(e.ids.begin(), e.ids.end());
   c.embeddings = run_one(*embed_, "input_ids", generate::ids_tensor(c.ids));
-  splice_features(c.embeddings, c.ids, image_token_, img ? &features : nullptr);
+  splice_features(c.embeddings, c.ids, image_token_, features);
   return c;
 }
 

@@ -73,6 +73,19 @@ class VisionLanguage {
     std::string image_digest;
   };
   Conversation conversation(const nlohmann::ordered_json& messages, const image::Image* image);
+  // Several conversations at once: the images the feature cache lacks go through the vision
+  // encoder together, one run over all their frames (every frame has the same size), so
+  // concurrent chats share the encoder's batch. One result per input, in order; an input that
+  // fails (a template error) gets its error and the others go on.
+  struct ChatInput {
+    const nlohmann::ordered_json* messages = nullptr;
+    const image::Image* image = nullptr;  // null: none
+  };
+  struct ConversationOrError {
+    Conversation conversation;
+    std::string error;
+  };
+  std::vector<ConversationOrError> conversations(const std::vector<ChatInput>& inputs);
   // Token ids [n, S] as the decoder's inputs_embeds [n, S, width].
   Tensor embed(const Tensor& ids);
   runtime::CachedDecoder& decoder() { return *decoder_; }
@@ -108,6 +121,9 @@ class VisionLanguage {
   // `images` of them.
   std::string expand_images(const std::string& text, int images, int rows, int cols) const;
   Tensor encode_frames(const Tensor& pixels);
+  // The rendered prompt, its ids and embeddings around already encoded image features.
+  Conversation converse(const nlohmann::ordered_json& messages, const Frames* frames, const Tensor* features,
+                        std::string image_digest);
   Tensor run_encoder(const Tensor& pixels);
   int64_t image_seq_len_ = 0;
   int64_t context_ = 0;
