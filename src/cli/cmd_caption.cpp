@@ -82,7 +82,7 @@ int cmd_caption(int argc, char** argv) {
   if (form == JsonForm::kDocument) {
     nlohmann::ordered_json doc = {{"results", list},
                                   {"encoder_ms", captions.encoder_ms},
-                                  {"encoder_runs", model.features().counts().encoded},
+                                  {"encoder_runs", model.features().counts().encoded.load()},
                                   {"prefill_ms", t.prefill_ms},
                                   {"decode_ms_per_token", per_token}};
     std::printf("%s\n", json_text(doc).c_str());

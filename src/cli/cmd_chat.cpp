@@ -69,7 +69,7 @@ int cmd_chat(int argc, char** argv) {
                                     {"prompt_tokens", t.prompt_tokens},
                                     {"chat_template", template_file},
                                     {"encoder_ms", encoder_ms},
-                                    {"encoder_runs", model.features().counts().encoded},
+                                    {"encoder_runs", model.features().counts().encoded.load()},
                                     {"image_frames", frames},
                                     {"prefill_ms", t.prefill_ms},
                                     {"decode_ms_per_token", t.ms_per_token()}};

@@ -79,7 +79,7 @@ int cmd_transcribe(int argc, char** argv) {
                                          {"windows", t.windows},
                                          {"tokens", t.tokens},
                                          {"encoder_ms", t.encoder_ms},
-                                         {"encoder_runs", model.features().counts().encoded},
+                                         {"encoder_runs", model.features().counts().encoded.load()},
                                          {"prefill_ms", t.timings.prefill_ms},
                                          {"decode_ms", t.timings.decode_ms},
                                          {"decode_ms_per_token", per_token}};

@@ -37,6 +37,8 @@ class ServedGenerator {
   size_t cache_bytes() const { return batcher_->cache_bytes(); }
   const generate::ContinuousBatcher& batcher() const { return *batcher_; }
   bool reads_images() const { return vlm_ != nullptr; }
+  // The vision encoder's feature counts; null for a text model.
+  const pipelines::FeatureCounts* image_features() const { return vlm_ ? &vlm_->features().counts() : nullptr; }
 
   // A prompt's ids, the tokenizer's special tokens (BOS) included.
   std::vector<generate::TokenId> encode(const std::string& prompt) const;

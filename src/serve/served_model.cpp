@@ -88,6 +88,17 @@ nlohmann::json tensor_meta(const ValueInfo& v) {
 
 }  // namespace
 
+std::optional<ServedModel::EncoderInputs> ServedModel::encoder_inputs() const {
+  EncoderInputs n;
+  if (generator_ && generator_->image_features()) {
+    n.encoded = generator_->image_features()->encoded, n.cached = generator_->image_features()->reused;
+    return n;
+  }
+  if (speech_.empty()) return std::nullopt;
+  for (const auto& s : speech_) n.encoded += s->features().counts().encoded, n.cached += s->features().counts().reused;
+  return n;
+}
+
 ServedModel::ServedModel(std::string name, int version, const std::string& dir, const ModelConfig& config,
                          BatchObserver observer)
     : name_(std::move(name)), version_(version), config_(config) {
@@ -121,8 +132,11 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
     // Each instance transcribes one file at a time; its windows already decode as one batch.
     using SpeechQueue = BatchQueue<TranscribeJob, pipelines::Transcript>;
     std::vector<SpeechQueue::RunBatch> runs;
+    // One feature cache for every instance: a 30-second window heard before skips the encoder.
+    auto heard = std::make_shared<pipelines::FeatureCache>(size_t{64} << 20);
     for (int k = 0; k < config_.instances; ++k) {
       speech_.push_back(std::make_unique<pipelines::SpeechToText>(dir, config_.session, config_.generation.kv_cache));
+      speech_.back()->features().set_cache(heard);
       runs.push_back([this, stt = speech_.back().get()](std::vector<TranscribeJob>& in) {
         return per_item<TranscribeJob, pipelines::Transcript>(in, [this, stt](const TranscribeJob& job) {
           audio::LoadOptions load;

@@ -74,6 +74,12 @@ class ServedModel {
   const pipelines::Embedder* embedder() const { return embedders_.empty() ? nullptr : embedders_[0].get(); }
   ServedGenerator* generator() const { return generator_.get(); }  // null unless text-generation
   bool transcribes() const { return speech_q_ != nullptr; }         // a speech-to-text folder
+  // Encoder inputs of a speech-to-text or vision-language model so far: those the encoder ran
+  // on, and those its feature cache answered.
+  struct EncoderInputs {
+    uint64_t encoded = 0, cached = 0;
+  };
+  std::optional<EncoderInputs> encoder_inputs() const;
   // The image decoder's options under this model's limits.
   image::DecodeOptions decode_options() const;
   // Throws Error unless the folder has Whisper's timestamp tokens (segments, srt, vtt).

@@ -105,6 +105,11 @@ std::string Server::render_metrics() {
     metrics_.gauge("mminfer_queue_depth", "Requests waiting in a model's queues (requests)", {{"model", m->name()}}).set(static_cast<double>(m->queued()));
     metrics_.gauge("mminfer_inflight_requests", "Requests a model has accepted and not yet answered (requests)", {{"model", m->name()}})
         .set(static_cast<double>(m->in_flight()));
+    if (auto inputs = m->encoder_inputs()) {
+      const char* help = "Encoder inputs (images, 30-second audio windows) by what answered them: the encoder, or its feature cache (inputs)";
+      metrics_.counter("mminfer_encoder_inputs_total", help, {{"model", m->name()}, {"source", "encoder"}}).advance_to(static_cast<double>(inputs->encoded));
+      metrics_.counter("mminfer_encoder_inputs_total", help, {{"model", m->name()}, {"source", "cache"}}).advance_to(static_cast<double>(inputs->cached));
+    }
     if (const ServedGenerator* g = m->generator()) {
       const metrics::Labels l = {{"model", m->name()}};
       const generate::ContinuousBatcher& b = g->batcher();

@@ -418,6 +418,9 @@ def test_vision_language_chat(ctx):
         img.save(files[-1])
     urls = ["data:image/png;base64," + base64.b64encode(open(f, "rb").read()).decode() for f in files]
     folder = os.path.join(os.path.dirname(os.path.dirname(ctx.folder)), "vlm", "1")
+    m = ctx.server.metrics()
+    encoded_before = metric(m, "mminfer_encoder_inputs_total", model="vlm", source="encoder")
+    reused_before = metric(m, "mminfer_encoder_inputs_total", model="vlm", source="cache")
     cached = {}
     for question in ("What is in the image?", "Which colour is the ball?"):
         for f, url in zip(files, urls):
@@ -436,6 +439,10 @@ def test_vision_language_chat(ctx):
     image_tokens = json.load(open(os.path.join(folder, "config.json")))["image_seq_len"]
     assert cached[(files[0], "Which colour is the ball?")] >= image_tokens, cached
     assert cached[(files[1], "What is in the image?")] < image_tokens, cached
+    m = ctx.server.metrics()
+    encoded = metric(m, "mminfer_encoder_inputs_total", model="vlm", source="encoder") - encoded_before
+    reused = metric(m, "mminfer_encoder_inputs_total", model="vlm", source="cache") - reused_before
+    assert (encoded, reused) == (len(files), 3 * len(files)), f"{encoded:.0f} images encoded, {reused:.0f} from the cache"
     for url, status in ((urls[0][:40] + "@@@", 400), ("https://example.com/a.png", 400),
                         ("data:image/png;base64," + base64.b64encode(b"not an image").decode(), 400)):
         r = ctx.server.post_json("/v1/chat/completions", image_chat(url, "what?"))
@@ -677,6 +684,12 @@ def test_audio_transcriptions(ctx):
         r = transcribe(ctx, fields, files)
         e = r.openai_error()
         assert r.status == status and e["param"] == param, f"{fields} {list(files)}: {r.status} {e}"
+    # Each clip was read twice without timestamps (json, text) and three times with them: every
+    # window came from the feature cache at least once after the encoder ran on it.
+    m = ctx.server.metrics()
+    encoded = metric(m, "mminfer_encoder_inputs_total", model="whisper", source="encoder")
+    reused = metric(m, "mminfer_encoder_inputs_total", model="whisper", source="cache")
+    assert reused >= encoded > 0, f"{encoded:.0f} windows encoded, {reused:.0f} from the feature cache"
     r = ctx.server.request("POST", "/v1/audio/transcriptions", body=b'{"model": "whisper"}',
                            headers={"Content-Type": "application/json"})
     assert r.status == 400 and "multipart/form-data" in r.openai_error()["message"]

@@ -7,6 +7,7 @@
 // run either way, and they cost little beside the encoder. One FeatureCache may serve several
 // pipelines of one model (the server's one cache per model); it is thread-safe.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -44,9 +45,10 @@ std::string content_digest(std::span<const float> samples);
 std::string model_identity(const std::filesystem::path& file);
 
 // How a pipeline's encoder inputs were served, counted over its life.
+// Atomic: a server's metrics read them while the pipeline's worker counts.
 struct FeatureCounts {
-  uint64_t encoded = 0;  // inputs that went through the encoder
-  uint64_t reused = 0;   // inputs answered from the cache (or by a duplicate in the same call)
+  std::atomic<uint64_t> encoded{0};  // inputs that went through the encoder
+  std::atomic<uint64_t> reused{0};   // inputs answered from the cache (or by a duplicate in the same call)
 };
 
 // What a pipeline holds to consult its cache: the cache (null: none), the model's identity and

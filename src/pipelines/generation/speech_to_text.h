@@ -61,6 +61,7 @@ class SpeechToText {
   Transcript transcribe(const std::vector<float>& samples, const TranscribeOptions& options);
   // The encoder outputs' cache, by window (one per pipeline unless shared; null: none), and its counts.
   EncoderFeatures& features() { return cached_; }
+  const EncoderFeatures& features() const { return cached_; }
   // The decoder's per-step time per op type (SessionOptions::profile).
   std::vector<OpTime> decoder_op_times() { return decoder_->op_times(); }
 

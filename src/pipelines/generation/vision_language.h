@@ -105,6 +105,7 @@ class VisionLanguage {
   // The image features' cache (one per pipeline unless shared; null: none) and how often the
   // vision encoder ran.
   EncoderFeatures& features() { return features_; }
+  const EncoderFeatures& features() const { return features_; }
 
 
  private:
