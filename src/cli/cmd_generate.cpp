@@ -2,6 +2,7 @@
 // with the KV cache owned by the runtime. Tokens stream to stdout as they are made.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -22,7 +23,8 @@ const char* const kUsage =
     "usage: mminfer generate --pipeline DIR PROMPT... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
     "                        [--top-p P] [--seed S] [--repetition-penalty R] [--stop STRING]...\n"
     "                        [--num-beams N] [--prompt-ids 1,2,3] [--kv-cache fp32|fp16|int8] [--threads N] [--profile]\n"
-    "                        [--chat] [--json | --jsonl]\n"
+    "                        [--chat] [--speculate K [--draft DIR] [--draft-precision int4|int8|fp32]]\n"
+    "                        [--json | --jsonl]\n"
     "  text from a decoder-only model folder (ONNX decoder with past_key_values, config.json,\n"
     "  tokenizer.json, generation_config.json); each prompt is its own sequence, all decoded together\n"
     "  the decoding settings default to the folder's generation_config.json; --temperature turns\n"
@@ -32,7 +34,11 @@ const char* const kUsage =
     "  tokenizer_config.json's chat_template) with the assistant's turn opened\n"
     "  one prompt streams its text as it is made; --json prints {\"results\": [{\"prompt\", \"text\",\n"
     "  \"tokens\", \"stop_reason\", \"prompt_tokens\", \"prefill_ms\", \"decode_ms_per_token\",\n"
-    "  \"tokens_per_s\"}]}; --profile prints the decoder's time per op type to stderr\n";
+    "  \"tokens_per_s\"}]}; --profile prints the decoder's time per op type to stderr\n"
+    "  --speculate K: greedy speculative decoding, a draft proposing K tokens per pass of the model\n"
+    "  (the same tokens as without it); the draft is --draft DIR (same vocabulary) or the folder's\n"
+    "  own decoder at --draft-precision (int4 unless --draft is given); --json adds \"speculative\":\n"
+    "  {\"k\", \"rounds\", \"proposed\", \"accepted\", \"acceptance\"}\n";
 
 std::vector<generate::TokenId> parse_ids(const std::string& text) {
   std::vector<generate::TokenId> ids;
@@ -53,13 +59,32 @@ std::vector<generate::TokenId> parse_ids(const std::string& text) {
   return ids;
 }
 
+// The draft of --speculate K: --draft DIR as loaded, or the model's own folder at
+// --draft-precision (int4 by default); null without --speculate.
+std::unique_ptr<pipelines::TextGenerator> draft_model(const Args& args, const SessionOptions& session) {
+  if (!args.has("--speculate")) {
+    if (args.has("--draft") || args.has("--draft-precision")) throw Error("--draft and --draft-precision go with --speculate K");
+    return nullptr;
+  }
+  const int k = args.get_int("--speculate", 0);
+  if (k < 1 || k > 16) throw Error("--speculate takes 1 to 16 proposed tokens per pass, got " + std::to_string(k));
+  SessionOptions options = session;
+  options.profile = false;
+  const std::string word = args.get("--draft-precision", args.has("--draft") ? "fp32" : "int4");
+  if (word == "int4") options.precision.decoder_weight_bits = 4;
+  else if (word == "int8") options.precision.decoder_weight_bits = 8;
+  else if (word == "fp32") options.precision.decoder_weight_bits = 0;
+  else throw Error("--draft-precision takes int4, int8 or fp32, got '" + word + "'");
+  return std::make_unique<pipelines::TextGenerator>(args.get("--draft", args.get("--pipeline")), options);
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_decoder_precision_flags({"--pipeline", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed",
                                           "--repetition-penalty", "--stop", "--prompt-ids", "--threads", "--num-beams",
-                                          "--kv-cache"}),
+                                          "--kv-cache", "--speculate", "--draft", "--draft-precision"}),
             {"--help", "--json", "--jsonl", "--profile", "--chat"});
   if (args.has("--help") || !args.has("--pipeline") || (args.positional().empty() && !args.has("--prompt-ids"))) {
     std::fputs(kUsage, args.usage_stream());
@@ -144,19 +169,30 @@ int cmd_generate(int argc, char** argv) {
       std::fflush(stdout);
     };
   generate::DecodeTimings t;
-  std::vector<generate::DecodedSequence> out = generator.generate({}, request, &t);
+  generate::SpeculativeStats speculation;
+  std::unique_ptr<pipelines::TextGenerator> draft = draft_model(args, session);
+  const size_t k = draft ? static_cast<size_t>(args.get_int("--speculate", 0)) : 0;
+  std::vector<generate::DecodedSequence> out =
+      draft ? generator.generate_speculative(*draft, request, k, &t, &speculation) : generator.generate({}, request, &t);
   double per_token = t.ms_per_token();
   double tokens_per_s = t.decode_ms > 0 ? 1000.0 * static_cast<double>(t.new_tokens - out.size()) / t.decode_ms : 0.0;
   for (size_t s = 0; s < out.size(); ++s) {
     if (json.on()) {
-      json.add({{"prompt", prompts[s]},
-                {"text", out[s].text},
-                {"tokens", out[s].tokens},
-                {"stop_reason", generate::stop_reason_name(out[s].reason)},
-                {"prompt_tokens", request.prompts[s].size()},
-                {"prefill_ms", t.prefill_ms},
-                {"decode_ms_per_token", per_token},
-                {"tokens_per_s", tokens_per_s}});
+      nlohmann::ordered_json result = {{"prompt", prompts[s]},
+                                        {"text", out[s].text},
+                                        {"tokens", out[s].tokens},
+                                        {"stop_reason", generate::stop_reason_name(out[s].reason)},
+                                        {"prompt_tokens", request.prompts[s].size()},
+                                        {"prefill_ms", t.prefill_ms},
+                                        {"decode_ms_per_token", per_token},
+                                        {"tokens_per_s", tokens_per_s}};
+      if (draft)  // over every prompt of the run
+        result["speculative"] = {{"k", k},
+                                 {"rounds", speculation.rounds},
+                                 {"proposed", speculation.proposed},
+                                 {"accepted", speculation.accepted},
+                                 {"acceptance", speculation.acceptance()}};
+      json.add(std::move(result));
     } else if (stream) {
       std::printf("\n");
     } else {
@@ -167,6 +203,9 @@ int cmd_generate(int argc, char** argv) {
   if (session.profile) print_op_times(generator.decoder().op_times());
   std::fprintf(stderr, "mminfer generate: %zu prompt tokens prefilled in %.1f ms; %zu steps at %.2f ms per token (%.1f tokens/s)\n",
                t.prompt_tokens, t.prefill_ms, t.decode_steps, per_token, tokens_per_s);
+  if (draft)
+    std::fprintf(stderr, "mminfer generate: speculation: %zu passes, %zu of %zu proposed tokens kept (%.0f%%)\n", speculation.rounds,
+                 speculation.accepted, speculation.proposed, 100 * speculation.acceptance());
   return 0;
 }
 

@@ -33,6 +33,21 @@ Tensor DecoderOnlyModel::prefill(int64_t row, const std::vector<TokenId>& prompt
   return decoder_.step(*cache_, row, tokens_input_, ids_tensor(prompt));
 }
 
+Tensor StepModel::extend(int64_t, const std::vector<TokenId>&) {
+  throw std::invalid_argument("this model does not check several proposed tokens in one pass");
+}
+
+void StepModel::truncate(int64_t, int64_t) { throw std::invalid_argument("this model cannot drop cached positions"); }
+
+Tensor DecoderOnlyModel::extend(int64_t row, const std::vector<TokenId>& ids) {
+  return decoder_.step_positions(*cache_, row, tokens_input_, ids_tensor(ids));
+}
+
+void DecoderOnlyModel::truncate(int64_t row, int64_t length) {
+  if (length < 0 || length > cache_->length(row)) throw Error("a cache row cannot grow by truncation");
+  cache_->set_length(row, length);
+}
+
 std::vector<DecodedSequence> decode(StepModel& model, const DecodeRequest& request, const DecodeFn& detokenize,
                                     DecodeTimings* timings) {
   const auto& prompts = request.prompts;

@@ -28,6 +28,11 @@ class StepModel {
   virtual Tensor step(int64_t row, const Tensor& ids) = 0;
   // Beam search: row r continues row sources[r] (only within one input's beams).
   virtual void reorder(std::span<const int64_t> sources) = 0;
+  // Speculative decoding: `ids` as row `row`'s next positions, with the logits after each of
+  // them, [ids, vocab]; and a row cut back to its first `length` positions (proposals the
+  // target model did not take). Models that cannot throw std::invalid_argument.
+  virtual Tensor extend(int64_t row, const std::vector<TokenId>& ids);
+  virtual void truncate(int64_t row, int64_t length);
 };
 
 // A decoder-only model: the prompt runs through the same cached decoder as every later token.
@@ -42,6 +47,8 @@ class DecoderOnlyModel final : public StepModel {
   Tensor prefill(int64_t row, const std::vector<TokenId>& prompt) override;
   Tensor step(int64_t row, const Tensor& ids) override { return decoder_.step(*cache_, row, tokens_input_, ids); }
   void reorder(std::span<const int64_t> sources) override { cache_->reorder(sources); }
+  Tensor extend(int64_t row, const std::vector<TokenId>& ids) override;
+  void truncate(int64_t row, int64_t length) override;
 
  private:
   runtime::CachedDecoder& decoder_;

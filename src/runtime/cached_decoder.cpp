@@ -93,6 +93,15 @@ Tensor CachedDecoder::step(KvCache& cache, int64_t row, const std::string& token
   });
 }
 
+Tensor CachedDecoder::step_positions(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens) {
+  if (row < 0 || row >= cache.rows() || tokens.rank() < 2 || tokens.dim(0) != 1)
+    throw Error("decoder step: one row of tokens for a row of the cache");
+  const int64_t before = cache.length(row);
+  Tensor logits = run_step(cache, {before}, int_tensor(DType::kInt32, {1, 1}, {row}), tokens_name, tokens, {}, true);
+  cache.set_length(row, before + tokens.dim(1));
+  return Tensor::alias(logits, DType::kFloat32, {logits.dim(1), logits.dim(2)}, const_cast<void*>(logits.raw()));
+}
+
 Tensor CachedDecoder::step(KvCache& pool, std::span<BlockList* const> sequences, const std::string& tokens_name,
                            const Tensor& tokens, const std::vector<NamedTensor>& extra) {
   const auto n = static_cast<int64_t>(sequences.size());
@@ -121,7 +130,8 @@ Tensor CachedDecoder::step(KvCache& pool, std::span<BlockList* const> sequences,
 }
 
 Tensor CachedDecoder::run_step(KvCache& cache, const std::vector<int64_t>& lengths, const Tensor& table,
-                               const std::string& tokens_name, const Tensor& tokens, const std::vector<NamedTensor>& extra) {
+                               const std::string& tokens_name, const Tensor& tokens, const std::vector<NamedTensor>& extra,
+                               bool every_position) {
   const auto n = static_cast<int64_t>(lengths.size());
   const int64_t S = tokens.rank() >= 2 ? tokens.dim(1) : 0;
   if (S <= 0) throw Error("decoder step: no new positions");
@@ -174,6 +184,10 @@ Tensor CachedDecoder::run_step(KvCache& cache, const std::vector<int64_t>& lengt
     throw Error("the decoder's logits are " + std::string(dtype_name(logits.dtype())) + " " + shape_str(logits.shape()) +
                 ", expected float32 [" + std::to_string(n) + ", positions, vocab]");
   const int64_t steps = logits.dim(1), vocab = logits.dim(2);
+  if (every_position) {
+    if (steps != S) throw Error("the decoder gave logits for " + std::to_string(steps) + " of " + std::to_string(S) + " positions");
+    return logits;
+  }
   Tensor last = Tensor::empty(DType::kFloat32, {n, vocab});
   for (int64_t r = 0; r < n; ++r)
     std::memcpy(last.data<float>() + r * vocab, logits.data<float>() + (r * steps + steps - 1) * vocab, sizeof(float) * vocab);

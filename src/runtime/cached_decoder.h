@@ -39,6 +39,9 @@ class CachedDecoder {
   // Returns the logits of each row's last position, [n, vocab], and advances the rows' lengths.
   Tensor step(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens,
               const std::vector<NamedTensor>& extra = {});
+  // The next S positions of one row, as step() runs them, with the logits of every position:
+  // [S, vocab] (a draft's proposals checked in one pass).
+  Tensor step_positions(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens);
   // The same over a pool of blocks (`pool`'s rows are blocks): row r of `tokens` is the next S
   // positions of sequences[r], whose blocks must already cover them; advances their lengths.
   Tensor step(KvCache& pool, std::span<BlockList* const> sequences, const std::string& tokens_name, const Tensor& tokens,
@@ -51,8 +54,9 @@ class CachedDecoder {
   Tensor split_unequal(const std::vector<int64_t>& lengths, const Tensor& tokens, const std::vector<NamedTensor>& extra,
                        const RowsStep& run);
   // One session run: `lengths` before the step, `table` the block table, `cache` the pool.
+  // Returns each row's last logits [n, vocab], or with `every_position` all of them [n, S, vocab].
   Tensor run_step(KvCache& cache, const std::vector<int64_t>& lengths, const Tensor& table, const std::string& tokens_name,
-                  const Tensor& tokens, const std::vector<NamedTensor>& extra);
+                  const Tensor& tokens, const std::vector<NamedTensor>& extra, bool every_position = false);
 
   std::unique_ptr<Session> session_;
   passes::KvCacheBinding binding_;

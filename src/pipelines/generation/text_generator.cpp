@@ -93,4 +93,16 @@ std::vector<generate::DecodedSequence> TextGenerator::generate(const std::vector
   return out;
 }
 
+std::vector<generate::DecodedSequence> TextGenerator::generate_speculative(TextGenerator& draft, generate::DecodeRequest request,
+                                                                          size_t k, generate::DecodeTimings* timings,
+                                                                          generate::SpeculativeStats* stats) {
+  if (draft.vocab() != vocab())
+    throw Error("the draft's vocabulary holds " + std::to_string(draft.vocab()) + " tokens and the model's " +
+                std::to_string(vocab()) + ": a draft must share the model's tokenizer");
+  for (const auto& ids : request.prompts) check_ids(ids);
+  if (request.context <= 0) request.context = context_;
+  generate::DecoderOnlyModel target(*decoder_), proposer(draft.decoder());
+  return generate::speculative_decode(target, proposer, request, k, detokenizer(), timings, stats);
+}
+
 }  // namespace mminfer::pipelines

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "generate/decode_loop.h"
+#include "generate/speculative_decode.h"
 #include "modal/text/tokenizer.h"
 #include "mminfer/session.h"
 #include "runtime/cached_decoder.h"
@@ -40,6 +41,13 @@ class TextGenerator {
   // Generates for each prompt; `request.prompts` is filled from `prompts` when empty.
   std::vector<generate::DecodedSequence> generate(const std::vector<std::string>& prompts, generate::DecodeRequest request,
                                                   generate::DecodeTimings* timings = nullptr);
+  // Greedy generation with `draft` (this folder's decoder at lower precision, or a smaller model
+  // with the same vocabulary) proposing `k` tokens per pass of this model: the tokens greedy
+  // generation makes, in fewer passes (generate/speculative_decode.h). Throws Error when the
+  // vocabularies differ.
+  std::vector<generate::DecodedSequence> generate_speculative(TextGenerator& draft, generate::DecodeRequest request, size_t k,
+                                                              generate::DecodeTimings* timings = nullptr,
+                                                              generate::SpeculativeStats* stats = nullptr);
 
  private:
   std::string decoder_file_;
