@@ -14,18 +14,23 @@ namespace mminfer::cli {
 
 int cmd_caption(int argc, char** argv) {
   Args args(argc, argv, 2,
-            with_decoder_precision_flags({"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads", "--feature-cache-mb"}),
+            with_decoder_precision_flags({"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads", "--feature-cache-mb",
+                                          "--speculate", "--draft-precision"}),
             {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16|int8]\n"
-        "                       [--threads N] [--feature-cache-mb N] [--json | --jsonl]\n"
+        "                       [--threads N] [--feature-cache-mb N] [--speculate K [--draft-precision int4|int8]]\n"
+        "                       [--json | --jsonl]\n"
         "  the text of each image with an image-to-text folder (Optimum's vision-encoder-decoder export:\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and the\n"
         "  configs); the images are encoded and decoded together, a repeated image encoded once (an encoder-\n"
         "  feature cache of --feature-cache-mb, 256 by default; 0: none). --json prints {\"results\":\n"
         "  [{\"input\", \"text\", \"tokens\"}], \"encoder_ms\", \"encoder_runs\", \"prefill_ms\",\n"
         "  \"decode_ms_per_token\"} (encoder_runs: the images that went through the encoder)\n"
+        "  --speculate K: greedy speculative decoding, the folder's decoder at --draft-precision (int4)\n"
+        "  proposing K tokens per pass (the same captions); --json adds \"speculative\": {\"k\",\n"
+        "  \"rounds\", \"proposed\", \"accepted\", \"acceptance\"}\n"
         "  a bad image prints one error line and the others still run (exit status 1)\n",
         args.usage_stream());
     std::fputs(kDecoderPrecisionUsage, args.usage_stream());
@@ -37,6 +42,16 @@ int cmd_caption(int argc, char** argv) {
   pipelines::CaptionOptions options;
   options.max_new_tokens = max_new_tokens_flag(args);
   options.beams = beams_flag(args, "--beam", 16);
+  if (args.has("--speculate")) {
+    const int k = args.get_int("--speculate", 0);
+    if (k < 1 || k > 16) throw Error("--speculate takes 1 to 16 proposed tokens per pass, got " + std::to_string(k));
+    options.speculate = static_cast<size_t>(k);
+    const std::string word = args.get("--draft-precision", "int4");
+    if (word != "int4" && word != "int8") throw Error("--draft-precision takes int4 or int8, got '" + word + "'");
+    options.draft_bits = word == "int4" ? 4 : 8;
+  } else if (args.has("--draft-precision")) {
+    throw Error("--draft-precision goes with --speculate K");
+  }
   const size_t feature_bytes = feature_cache_flag(args);
   pipelines::ImageToText model(args.get("--pipeline"), session, kv_cache_flag(args));
   model.features().set_cache_bytes(feature_bytes);
@@ -85,6 +100,12 @@ int cmd_caption(int argc, char** argv) {
                                   {"encoder_runs", model.features().counts().encoded.load()},
                                   {"prefill_ms", t.prefill_ms},
                                   {"decode_ms_per_token", per_token}};
+    if (options.speculate)
+      doc["speculative"] = {{"k", options.speculate},
+                            {"rounds", captions.speculation.rounds},
+                            {"proposed", captions.speculation.proposed},
+                            {"accepted", captions.speculation.accepted},
+                            {"acceptance", captions.speculation.acceptance()}};
     std::printf("%s\n", json_text(doc).c_str());
   }
   return failures ? 1 : 0;

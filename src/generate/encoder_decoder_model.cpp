@@ -103,8 +103,7 @@ void EncoderDecoderModel::reorder(std::span<const int64_t> sources) {
   }
 }
 
-Tensor EncoderDecoderModel::step(int64_t row, const Tensor& ids) {
-  int64_t n = ids.dim(0);
+std::vector<NamedTensor> EncoderDecoderModel::cross_inputs(int64_t row, int64_t n) const {
   if (row < 0 || n < 1 || row + n > static_cast<int64_t>(cross_row_.size()))
     throw Error("decoder step over rows " + std::to_string(row) + ".." + std::to_string(row + n - 1) + " of " +
                 std::to_string(cross_row_.size()));
@@ -119,7 +118,20 @@ Tensor EncoderDecoderModel::step(int64_t row, const Tensor& ids) {
   std::vector<NamedTensor> extra;
   for (size_t c = 0; c < cross_names_.size(); ++c)
     extra.emplace_back(cross_names_[c], shared ? runtime::rows_of(cross_[c], slot(source), 1) : runtime::rows_of(cross_[c], row, n));
-  return with_past_.step(*cache_, row, "input_ids", ids, extra);
+  return extra;
+}
+
+Tensor EncoderDecoderModel::step(int64_t row, const Tensor& ids) {
+  return with_past_.step(*cache_, row, "input_ids", ids, cross_inputs(row, ids.dim(0)));
+}
+
+Tensor EncoderDecoderModel::extend(int64_t row, const std::vector<TokenId>& ids) {
+  return with_past_.step_positions(*cache_, row, "input_ids", ids_tensor(ids), cross_inputs(row, 1));
+}
+
+void EncoderDecoderModel::truncate(int64_t row, int64_t length) {
+  if (length < 0 || length > cache_->length(row)) throw Error("a cache row cannot grow by truncation");
+  cache_->set_length(row, length);
 }
 
 }  // namespace mminfer::generate

@@ -35,6 +35,8 @@ class EncoderDecoderModel final : public StepModel {
   Tensor prefill(int64_t row, const std::vector<TokenId>& prompt) override;
   Tensor step(int64_t row, const Tensor& ids) override;
   void reorder(std::span<const int64_t> sources) override;
+  Tensor extend(int64_t row, const std::vector<TokenId>& ids) override;
+  void truncate(int64_t row, int64_t length) override;
   // The with-past decoder's time per op type, when the session options asked for a profile.
   std::vector<OpTime> op_times() { return with_past_.op_times(); }
 
@@ -42,6 +44,8 @@ class EncoderDecoderModel final : public StepModel {
   bool one_input() const { return states_.defined() && states_.dim(0) == 1; }
   // The slot of cross_ that holds row's cross keys and values (0 for a single input).
   int64_t slot(int64_t row) const { return one_input() ? 0 : row; }
+  // The with-past decoder's cross-attention inputs for rows [row, row + n).
+  std::vector<NamedTensor> cross_inputs(int64_t row, int64_t n) const;
 
   std::unique_ptr<Session> first_;
   runtime::CachedDecoder with_past_;

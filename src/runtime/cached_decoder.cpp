@@ -93,11 +93,12 @@ Tensor CachedDecoder::step(KvCache& cache, int64_t row, const std::string& token
   });
 }
 
-Tensor CachedDecoder::step_positions(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens) {
+Tensor CachedDecoder::step_positions(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens,
+                                     const std::vector<NamedTensor>& extra) {
   if (row < 0 || row >= cache.rows() || tokens.rank() < 2 || tokens.dim(0) != 1)
     throw Error("decoder step: one row of tokens for a row of the cache");
   const int64_t before = cache.length(row);
-  Tensor logits = run_step(cache, {before}, int_tensor(DType::kInt32, {1, 1}, {row}), tokens_name, tokens, {}, true);
+  Tensor logits = run_step(cache, {before}, int_tensor(DType::kInt32, {1, 1}, {row}), tokens_name, tokens, extra, true);
   cache.set_length(row, before + tokens.dim(1));
   return Tensor::alias(logits, DType::kFloat32, {logits.dim(1), logits.dim(2)}, const_cast<void*>(logits.raw()));
 }

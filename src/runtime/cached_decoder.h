@@ -41,7 +41,8 @@ class CachedDecoder {
               const std::vector<NamedTensor>& extra = {});
   // The next S positions of one row, as step() runs them, with the logits of every position:
   // [S, vocab] (a draft's proposals checked in one pass).
-  Tensor step_positions(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens);
+  Tensor step_positions(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens,
+                        const std::vector<NamedTensor>& extra = {});
   // The same over a pool of blocks (`pool`'s rows are blocks): row r of `tokens` is the next S
   // positions of sequences[r], whose blocks must already cover them; advances their lengths.
   Tensor step(KvCache& pool, std::span<BlockList* const> sequences, const std::string& tokens_name, const Tensor& tokens,

@@ -5,7 +5,8 @@ cache. Greedy captions must equal torch's for every image, also with an int8 KV 
 search, a float16 KV cache and decoders quantized by `mminfer optimize --quantize int4` / `int8w`
 must stay within 1 point of FP32's exact-match accuracy (figures printed), and so must decoders
 quantized as they load (`--precision text=int4|int8 --block-size 32|128`) and INT4 files scaled
-activation-aware (`optimize --calib` on 32 scenes drawn with another seed). A repeated image goes
+activation-aware (`optimize --calib` on 32 scenes drawn with another seed). Speculative decoding
+with the decoder's own INT4 or INT8 copy as the draft gives the greedy captions. A repeated image goes
 through the encoder once (encoder_runs) and gets the caption it gets alone. Bad images get one
 line each and the rest still run.
 
@@ -48,6 +49,19 @@ def main():
     print(f"greedy FP32: exact match {fp32:.4f} ({len(images)} images), {same} captions equal torch's")
     check(same == len(images), "every greedy caption equals torch's")
     check({"encoder_ms", "prefill_ms", "decode_ms_per_token"} <= set(doc), "--json timings")
+
+    # Speculative decoding (its own INT4 and INT8 decoders as drafts): the greedy captions, in fewer passes.
+    for k, draft in (("1", "int4"), ("4", "int4"), ("3", "int8")):
+        rc, out, err = caption(a.mminfer, a.model, images[:64], "--speculate", k, "--draft-precision", draft)
+        spec = json.loads(out) if rc == 0 else {"results": []}
+        s = spec.get("speculative", {})
+        print(f"--speculate {k} --draft-precision {draft}: {s.get('accepted')} of {s.get('proposed')} proposals kept, "
+              f"{s.get('rounds')} passes")
+        check([r.get("text") for r in spec["results"]] == [r["text"] for r in results[:64]],
+              f"--speculate {k} ({draft} draft): the greedy captions {err.strip()[:200]}")
+        check(0 < s.get("accepted", 0) <= s.get("proposed", 0), f"--speculate {k}: proposals kept and counted")
+    rc, out, err = caption(a.mminfer, a.model, images[:2], "--speculate", "2", "--beam", "3")
+    check(rc != 0 and "no beam search" in err, f"--speculate with --beam refused: {err.strip()[:200]}")
 
     # A repeated image: the encoder runs once per distinct image, the captions are those of the batch.
     repeated = [images[0], images[1], images[0], images[0]]

@@ -60,6 +60,20 @@ ImageToText::ImageToText(const fs::path& dir, const SessionOptions& options, DTy
   features_.set_identity(model_identity(files.encoder));
   decoder_ = std::make_unique<generate::EncoderDecoderModel>(files.first_decoder, files.with_past_decoder, options,
                                                                  kv_cache);
+  first_decoder_ = files.first_decoder, with_past_decoder_ = files.with_past_decoder;
+  options_ = options, kv_cache_ = kv_cache;
+}
+
+generate::EncoderDecoderModel& ImageToText::draft(int bits) {
+  if (bits != 4 && bits != 8) throw Error("a draft decoder's weights are 4 or 8 bits, not " + std::to_string(bits));
+  if (!draft_ || draft_bits_ != bits) {
+    SessionOptions o = options_;
+    o.precision.decoder_weight_bits = bits;
+    o.profile = false;
+    draft_ = std::make_unique<generate::EncoderDecoderModel>(first_decoder_, with_past_decoder_, o, kv_cache_);
+    draft_bits_ = bits;
+  }
+  return *draft_;
 }
 
 Tensor ImageToText::preprocess(const image::Image& img) const {
@@ -100,6 +114,24 @@ Captions ImageToText::caption(const std::vector<image::Image>& images, const Cap
   request.prompts.assign(images.size(), {config_.decoder_start_token_id.value_or(config_.bos_token_id.value_or(0))});
   const generate::DecodeFn detokenize = detokenizer(*tokenizer_);
   const int64_t beams = static_cast<int64_t>(std::max<size_t>(1, request.config.num_beams));
+  if (options.speculate > 0) {
+    if (beams > 1) throw Error("speculative captions are greedy: no beam search with them");
+    generate::EncoderDecoderModel& proposer = draft(options.draft_bits);
+    // One image at a time: each pass reads one row's encoder states.
+    for (size_t i = 0; i < images.size(); ++i) {
+      const Tensor image_states = batch_row(states[0], static_cast<int64_t>(i));
+      decoder_->set_encoder_states(image_states, 1);
+      proposer.set_encoder_states(image_states, 1);
+      generate::DecodeRequest one = request;
+      one.prompts = {request.prompts[i]};
+      generate::DecodeTimings t;
+      generate::SpeculativeStats s;
+      out.sequences.push_back(generate::speculative_decode(*decoder_, proposer, one, options.speculate, detokenize, &t, &s).at(0));
+      out.timings.add(t);
+      out.speculation.rounds += s.rounds, out.speculation.proposed += s.proposed, out.speculation.accepted += s.accepted;
+    }
+    return out;
+  }
   decoder_->set_encoder_states(states[0], beams);
   if (beams > 1) {
     for (const auto& best : generate::beam_decode(*decoder_, request, &out.timings))

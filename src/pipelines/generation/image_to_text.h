@@ -10,6 +10,7 @@
 
 #include "generate/decode_loop.h"
 #include "generate/encoder_decoder_model.h"
+#include "generate/speculative_decode.h"
 #include "modal/image/image.h"
 #include "modal/image/normalize.h"
 #include "modal/text/tokenizer.h"
@@ -21,12 +22,17 @@ namespace mminfer::pipelines {
 struct CaptionOptions {
   size_t max_new_tokens = 0;  // 0: the folder's generation_config
   size_t beams = 0;           // > 1: beam search; 0: the folder's num_beams
+  // > 0: greedy speculative decoding, the folder's decoder at draft_bits (4 or 8) proposing this
+  // many tokens per pass of the decoder (generate/speculative_decode.h): the same captions.
+  size_t speculate = 0;
+  int draft_bits = 4;
 };
 
 struct Captions {
   std::vector<generate::DecodedSequence> sequences;  // one per image
   generate::DecodeTimings timings;
   double encoder_ms = 0;
+  generate::SpeculativeStats speculation;  // with CaptionOptions::speculate
 };
 
 class ImageToText {
@@ -51,6 +57,13 @@ class ImageToText {
   std::unique_ptr<Session> encoder_;
   std::unique_ptr<generate::EncoderDecoderModel> decoder_;
   EncoderFeatures features_{""};
+  // The draft of speculative captions, made on first need: the decoder files at draft_bits_.
+  std::string first_decoder_, with_past_decoder_;
+  SessionOptions options_;
+  DType kv_cache_ = DType::kFloat32;
+  std::unique_ptr<generate::EncoderDecoderModel> draft_;
+  int draft_bits_ = 0;
+  generate::EncoderDecoderModel& draft(int bits);
 };
 
 }  // namespace mminfer::pipelines
