@@ -130,6 +130,25 @@ std::set<std::string> with_decoder_precision_flags(std::set<std::string> flags) 
   return flags;
 }
 
+size_t speculate_flag(const Args& args) {
+  if (!args.has("--speculate")) {
+    for (const char* flag : {"--draft", "--draft-precision"})
+      if (args.has(flag)) throw Error(std::string(flag) + " goes with --speculate K");
+    return 0;
+  }
+  const int k = args.get_int("--speculate", 0);
+  if (k < 1 || k > 16) throw Error("--speculate takes 1 to 16 proposed tokens per pass, got " + std::to_string(k));
+  return static_cast<size_t>(k);
+}
+
+int draft_bits_flag(const Args& args, const std::string& default_word, bool fp32_draft) {
+  const std::string word = args.get("--draft-precision", default_word);
+  if (word == "int4") return 4;
+  if (word == "int8") return 8;
+  if (word == "fp32" && fp32_draft) return 0;
+  throw Error(std::string("--draft-precision takes int4") + (fp32_draft ? ", int8 or fp32" : " or int8") + ", got '" + word + "'");
+}
+
 PrecisionPolicy decoder_precision_flags(const Args& args) {
   PrecisionPolicy p;
   for (const std::string& spec : args.all("--precision")) {

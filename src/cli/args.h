@@ -73,6 +73,11 @@ std::set<std::string> with_precision_flags(std::set<std::string> flags);
 extern const char* const kDecoderPrecisionUsage;
 std::set<std::string> with_decoder_precision_flags(std::set<std::string> flags);
 PrecisionPolicy decoder_precision_flags(const Args& args);
+// --speculate K (1 to 16), 0 without it; --draft-precision int4|int8 (or fp32 where `fp32_draft`)
+// as the draft decoder's weight bits (0: fp32), `default_word` when not given. Either flag without
+// --speculate is an error.
+size_t speculate_flag(const Args& args);
+int draft_bits_flag(const Args& args, const std::string& default_word, bool fp32_draft);
 
 // Splits "NAME=VALUE" at the last '=' (names may contain '=' rarely; paths rarely do).
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& flag);

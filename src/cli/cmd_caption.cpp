@@ -42,16 +42,8 @@ int cmd_caption(int argc, char** argv) {
   pipelines::CaptionOptions options;
   options.max_new_tokens = max_new_tokens_flag(args);
   options.beams = beams_flag(args, "--beam", 16);
-  if (args.has("--speculate")) {
-    const int k = args.get_int("--speculate", 0);
-    if (k < 1 || k > 16) throw Error("--speculate takes 1 to 16 proposed tokens per pass, got " + std::to_string(k));
-    options.speculate = static_cast<size_t>(k);
-    const std::string word = args.get("--draft-precision", "int4");
-    if (word != "int4" && word != "int8") throw Error("--draft-precision takes int4 or int8, got '" + word + "'");
-    options.draft_bits = word == "int4" ? 4 : 8;
-  } else if (args.has("--draft-precision")) {
-    throw Error("--draft-precision goes with --speculate K");
-  }
+  options.speculate = speculate_flag(args);
+  if (options.speculate) options.draft_bits = draft_bits_flag(args, "int4", false);
   const size_t feature_bytes = feature_cache_flag(args);
   pipelines::ImageToText model(args.get("--pipeline"), session, kv_cache_flag(args));
   model.features().set_cache_bytes(feature_bytes);

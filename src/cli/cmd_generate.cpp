@@ -62,19 +62,10 @@ std::vector<generate::TokenId> parse_ids(const std::string& text) {
 // The draft of --speculate K: --draft DIR as loaded, or the model's own folder at
 // --draft-precision (int4 by default); null without --speculate.
 std::unique_ptr<pipelines::TextGenerator> draft_model(const Args& args, const SessionOptions& session) {
-  if (!args.has("--speculate")) {
-    if (args.has("--draft") || args.has("--draft-precision")) throw Error("--draft and --draft-precision go with --speculate K");
-    return nullptr;
-  }
-  const int k = args.get_int("--speculate", 0);
-  if (k < 1 || k > 16) throw Error("--speculate takes 1 to 16 proposed tokens per pass, got " + std::to_string(k));
+  if (!speculate_flag(args)) return nullptr;
   SessionOptions options = session;
   options.profile = false;
-  const std::string word = args.get("--draft-precision", args.has("--draft") ? "fp32" : "int4");
-  if (word == "int4") options.precision.decoder_weight_bits = 4;
-  else if (word == "int8") options.precision.decoder_weight_bits = 8;
-  else if (word == "fp32") options.precision.decoder_weight_bits = 0;
-  else throw Error("--draft-precision takes int4, int8 or fp32, got '" + word + "'");
+  options.precision.decoder_weight_bits = draft_bits_flag(args, args.has("--draft") ? "fp32" : "int4", true);
   return std::make_unique<pipelines::TextGenerator>(args.get("--draft", args.get("--pipeline")), options);
 }
 
@@ -171,7 +162,7 @@ int cmd_generate(int argc, char** argv) {
   generate::DecodeTimings t;
   generate::SpeculativeStats speculation;
   std::unique_ptr<pipelines::TextGenerator> draft = draft_model(args, session);
-  const size_t k = draft ? static_cast<size_t>(args.get_int("--speculate", 0)) : 0;
+  const size_t k = speculate_flag(args);
   std::vector<generate::DecodedSequence> out =
       draft ? generator.generate_speculative(*draft, request, k, &t, &speculation) : generator.generate({}, request, &t);
   double per_token = t.ms_per_token();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/elapsed.h"
 #include "generate/logits_pipeline.h"
 #include "generate/next_token.h"
 #include "generate/rng.h"
@@ -12,10 +13,6 @@ namespace mminfer::generate {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 }  // namespace
 

@@ -3,19 +3,12 @@
 #include <algorithm>
 #include <memory>
 
+#include "core/elapsed.h"
 #include "generate/logits_pipeline.h"
 #include "generate/next_token.h"
 #include "generate/rng.h"
 
 namespace mminfer::generate {
-
-namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 void DecodeTimings::add(const DecodeTimings& o) {
   prefill_ms += o.prefill_ms, decode_ms += o.decode_ms, decode_steps += o.decode_steps;
@@ -43,9 +36,16 @@ Tensor DecoderOnlyModel::extend(int64_t row, const std::vector<TokenId>& ids) {
   return decoder_.step_positions(*cache_, row, tokens_input_, ids_tensor(ids));
 }
 
-void DecoderOnlyModel::truncate(int64_t row, int64_t length) {
-  if (length < 0 || length > cache_->length(row)) throw Error("a cache row cannot grow by truncation");
-  cache_->set_length(row, length);
+void DecoderOnlyModel::truncate(int64_t row, int64_t length) { cache_->truncate(row, length); }
+
+int64_t sequence_capacity(const std::vector<TokenId>& prompt, size_t index, const StopRules& rules, int64_t context) {
+  if (prompt.empty()) throw Error("prompt " + std::to_string(index + 1) + " has no tokens");
+  if (context > 0 && static_cast<int64_t>(prompt.size()) >= context)
+    throw Error("the prompt holds " + std::to_string(prompt.size()) + " tokens; the model's context is " +
+                std::to_string(context) + " positions, so no token can follow it");
+  const size_t budget = std::min(rules.max_new_tokens, rules.max_length > prompt.size() ? rules.max_length - prompt.size() : size_t(1));
+  const auto capacity = static_cast<int64_t>(prompt.size() + std::min<size_t>(budget, size_t(1) << 24));
+  return context > 0 ? std::min(capacity, context) : capacity;
 }
 
 std::vector<DecodedSequence> decode(StepModel& model, const DecodeRequest& request, const DecodeFn& detokenize,
@@ -55,18 +55,9 @@ std::vector<DecodedSequence> decode(StepModel& model, const DecodeRequest& reque
   if (n == 0) throw Error("nothing to generate from: no prompt");
   if (request.config.num_beams > 1) throw std::invalid_argument("beam search is not available in this loop; use num_beams 1");
   StopRules rules = StopRules::from_config(request.config);
-  size_t longest = 0;
-  for (size_t s = 0; s < n; ++s) {
-    if (prompts[s].empty()) throw Error("prompt " + std::to_string(s + 1) + " has no tokens");
-    longest = std::max(longest, prompts[s].size());
-  }
-  if (request.context > 0 && static_cast<int64_t>(longest) >= request.context)
-    throw Error("the prompt holds " + std::to_string(longest) + " tokens; the model's context is " +
-                std::to_string(request.context) + " positions, so no token can follow it");
   // Room for the longest prompt and every token the rules allow, within the model's context.
-  size_t budget = std::min(rules.max_new_tokens, rules.max_length > longest ? rules.max_length - longest : size_t(1));
-  int64_t capacity = static_cast<int64_t>(longest + std::min<size_t>(budget, size_t(1) << 24));
-  if (request.context > 0) capacity = std::min(capacity, request.context);
+  int64_t capacity = 0;
+  for (size_t s = 0; s < n; ++s) capacity = std::max(capacity, sequence_capacity(prompts[s], s, rules, request.context));
   model.start(static_cast<int64_t>(n), capacity);
 
   LogitsPipeline pipeline(request.config);

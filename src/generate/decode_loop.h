@@ -41,6 +41,10 @@ struct DecodeTimings {
   void add(const DecodeTimings& other);
 };
 
+// The positions prompt `index` (0-based) may take: itself and every token `rules` allow, within
+// `context` (0: no limit). Throws Error for an empty prompt or one that fills the context.
+int64_t sequence_capacity(const std::vector<TokenId>& prompt, size_t index, const StopRules& rules, int64_t context);
+
 // Throws Error (bad prompts, too long for the context) or std::invalid_argument (bad settings).
 std::vector<DecodedSequence> decode(StepModel& model, const DecodeRequest& request, const DecodeFn& detokenize,
                                     DecodeTimings* timings = nullptr);

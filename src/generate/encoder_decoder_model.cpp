@@ -129,9 +129,6 @@ Tensor EncoderDecoderModel::extend(int64_t row, const std::vector<TokenId>& ids)
   return with_past_.step_positions(*cache_, row, "input_ids", ids_tensor(ids), cross_inputs(row, 1));
 }
 
-void EncoderDecoderModel::truncate(int64_t row, int64_t length) {
-  if (length < 0 || length > cache_->length(row)) throw Error("a cache row cannot grow by truncation");
-  cache_->set_length(row, length);
-}
+void EncoderDecoderModel::truncate(int64_t row, int64_t length) { cache_->truncate(row, length); }
 
 }  // namespace mminfer::generate

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "core/elapsed.h"
 #include "generate/logits_pipeline.h"
 #include "generate/next_token.h"
 #include "generate/rng.h"
@@ -11,10 +12,6 @@
 namespace mminfer::generate {
 
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 std::span<float> row_of(Tensor& logits, int64_t r) {
   const int64_t vocab = logits.dim(logits.rank() - 1);
@@ -37,14 +34,8 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
   std::vector<DecodedSequence> out;
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     const std::vector<TokenId>& prompt = request.prompts[p];
-    if (prompt.empty()) throw Error("prompt " + std::to_string(p + 1) + " has no tokens");
-    if (request.context > 0 && static_cast<int64_t>(prompt.size()) >= request.context)
-      throw Error("the prompt holds " + std::to_string(prompt.size()) + " tokens; the model's context is " +
-                  std::to_string(request.context) + " positions, so no token can follow it");
-    const size_t budget = std::min(rules.max_new_tokens, rules.max_length > prompt.size() ? rules.max_length - prompt.size() : size_t(1));
     // The target's positions: as decode() allows them. The draft's: those plus its proposals.
-    int64_t capacity = static_cast<int64_t>(prompt.size() + std::min<size_t>(budget, size_t(1) << 24));
-    if (request.context > 0) capacity = std::min(capacity, request.context);
+    const int64_t capacity = sequence_capacity(prompt, p, rules, request.context);
     target.start(1, capacity);
     draft.start(1, capacity + static_cast<int64_t>(k));
     t.cache_bytes = std::max(t.cache_bytes, target.cache_bytes() + draft.cache_bytes());

@@ -79,6 +79,11 @@ void KvCache::set_length(int64_t row, int64_t length) {
   lengths_.at(static_cast<size_t>(row)) = length;
 }
 
+void KvCache::truncate(int64_t row, int64_t length) {
+  if (length < 0 || length > lengths_.at(static_cast<size_t>(row))) throw Error("a KV cache row cannot grow by truncation");
+  lengths_[static_cast<size_t>(row)] = length;
+}
+
 void KvCache::reorder(std::span<const int64_t> sources) {
   if (static_cast<int64_t>(sources.size()) != rows_) throw Error("KV cache reorder needs one source per row");
   for (int64_t s : sources)

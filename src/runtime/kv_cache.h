@@ -48,6 +48,8 @@ class KvCache {
 
   int64_t length(int64_t row) const { return lengths_[row]; }
   void set_length(int64_t row, int64_t length);
+  // Forgets a row's positions from `length` on (proposals a speculative pass did not keep).
+  void truncate(int64_t row, int64_t length);
   // Beam search: row r takes the contents of row sources[r] (each row's valid part only).
   void reorder(std::span<const int64_t> sources);
   // Copies positions [0, count) of a layer from present tensors [n, kv_heads, count, dim] into

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/elapsed.h"
 #include "mminfer/status.h"
 #include "serve/http_client.h"
 #include "serve/input_variants.h"
@@ -19,10 +20,6 @@ namespace mminfer::serve {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 int64_t whole_number(std::string_view s, const std::string& what) {
   if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string_view::npos)

@@ -54,6 +54,38 @@ JobResult wait(std::future<JobResult>& f) {
   return f.get();
 }
 
+// The tokens generate::decode makes alone for one prompt (greedy unless `config` samples).
+std::vector<TokenId> alone(const std::vector<TokenId>& prompt, const generate::GenerationConfig& config, uint64_t seed = 0) {
+  generate::DecodeRequest request;
+  request.prompts = {prompt};
+  request.config = config;
+  request.seed = seed;
+  generate::DecoderOnlyModel model(llama());
+  return generate::decode(model, request, fake_text).at(0).tokens;
+}
+
+std::vector<TokenId> alone(const std::vector<TokenId>& prompt, size_t new_tokens) {
+  generate::GenerationConfig greedy;
+  greedy.max_new_tokens = new_tokens;
+  return alone(prompt, greedy);
+}
+
+GenerationJob greedy_job(const std::vector<TokenId>& prompt, size_t new_tokens) {
+  GenerationJob job;
+  job.prompt = prompt;
+  job.config.max_new_tokens = new_tokens;
+  return job;
+}
+
+generate::GenerationConfig sampling(float temperature, size_t new_tokens, float top_p = 1.f) {
+  generate::GenerationConfig c;
+  c.do_sample = true;
+  c.temperature = temperature;
+  c.top_p = top_p;
+  c.max_new_tokens = new_tokens;
+  return c;
+}
+
 TEST(ContinuousBatcherOnModels, GreedyTokensAreTorchsWhateverJoinsTheBatch) {
   const auto ref = llama_reference();
   std::vector<std::vector<TokenId>> prompts, want;
@@ -97,21 +129,10 @@ TEST(ContinuousBatcherOnModels, SampledTokensAreTheOneRequestLoopsForTheSameSeed
   const auto ref = llama_reference();
   auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();
   auto other = ref["cases"][1]["prompt_ids"][1].get<std::vector<TokenId>>();
-  generate::GenerationConfig sampled;
-  sampled.do_sample = true;
-  sampled.temperature = 1.5f;
-  sampled.top_p = 0.9f;
-  sampled.max_new_tokens = 40;
-  std::vector<std::vector<TokenId>> alone;
-  for (uint64_t seed : {1u, 2u, 3u}) {
-    generate::DecodeRequest request;
-    request.prompts = {prompt};
-    request.config = sampled;
-    request.seed = seed;
-    generate::DecoderOnlyModel model(llama());
-    alone.push_back(generate::decode(model, request, fake_text).at(0).tokens);
-  }
-  EXPECT_NE(alone[0], alone[1]);  // the seed matters
+  const generate::GenerationConfig sampled = sampling(1.5f, 40, 0.9f);
+  std::vector<std::vector<TokenId>> by_seed;
+  for (uint64_t seed : {1u, 2u, 3u}) by_seed.push_back(alone(prompt, sampled, seed));
+  EXPECT_NE(by_seed[0], by_seed[1]);  // the seed matters
 
   generate::BatcherOptions options;
   options.context = 96;
@@ -124,7 +145,7 @@ TEST(ContinuousBatcherOnModels, SampledTokensAreTheOneRequestLoopsForTheSameSeed
     else job.config.max_new_tokens = 10 * i;
     results.push_back(submit(batcher, std::move(job)));
   }
-  for (int i = 0; i < 6; i += 2) EXPECT_EQ(wait(results[i]).sequence.tokens, alone[i / 2]) << "seed " << 1 + i / 2;
+  for (int i = 0; i < 6; i += 2) EXPECT_EQ(wait(results[i]).sequence.tokens, by_seed[i / 2]) << "seed " << 1 + i / 2;
   for (int i = 1; i < 6; i += 2) EXPECT_EQ(wait(results[i]).sequence.tokens.size(), 10u * i);
 }
 
@@ -151,10 +172,7 @@ TEST(ContinuousBatcherOnModels, CancelledSequenceGivesItsBlocksBackAndOthersGoOn
     if (++n == 5) cancel->store(true);  // the client goes away after 5 tokens
   };
   auto gone = submit(batcher, std::move(doomed));
-  GenerationJob kept;
-  kept.prompt = prompt;
-  kept.config.max_new_tokens = 64;
-  auto stays = submit(batcher, std::move(kept));
+  auto stays = submit(batcher, greedy_job(prompt, 64));
   GenerationJob late;  // needs the cancelled sequence's place
   late.prompt = prompt;
   late.config.max_new_tokens = 30;
@@ -169,15 +187,6 @@ TEST(ContinuousBatcherOnModels, CancelledSequenceGivesItsBlocksBackAndOthersGoOn
   expect_no_block_held(batcher);
 }
 
-// The tokens generate::decode makes alone for one greedy prompt.
-std::vector<TokenId> alone(const std::vector<TokenId>& prompt, size_t new_tokens) {
-  generate::DecodeRequest request;
-  request.prompts = {prompt};
-  request.config.max_new_tokens = new_tokens;
-  generate::DecoderOnlyModel model(llama());
-  return generate::decode(model, request, fake_text).at(0).tokens;
-}
-
 TEST(ContinuousBatcherOnModels, PromptsStartFromPublishedPrefixBlocks) {
   const auto ref = llama_reference();
   auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();
@@ -190,20 +199,14 @@ TEST(ContinuousBatcherOnModels, PromptsStartFromPublishedPrefixBlocks) {
   ContinuousBatcher batcher(llama(), fake_text, options);
 
   // A later turn of a conversation: the first answer's blocks hold prompt + answer, cached.
-  GenerationJob first;
-  first.prompt = prompt;
-  first.config.max_new_tokens = 30;
-  auto f = submit(batcher, std::move(first));
+  auto f = submit(batcher, greedy_job(prompt, 30));
   JobResult a = wait(f);
   EXPECT_EQ(a.reused_prompt_tokens, 0u);
   std::vector<TokenId> turn = prompt;
   turn.insert(turn.end(), a.sequence.tokens.begin(), a.sequence.tokens.begin() + 20);
   turn.insert(turn.end(), other.begin(), other.begin() + 5);
   ASSERT_NE(other[0], a.sequence.tokens[20]);
-  GenerationJob second;
-  second.prompt = turn;
-  second.config.max_new_tokens = 20;
-  auto g = submit(batcher, std::move(second));
+  auto g = submit(batcher, greedy_job(turn, 20));
   JobResult b = wait(g);
   EXPECT_EQ(b.reused_prompt_tokens, (prompt.size() + 20) / 4 * 4);  // the whole blocks they share
   EXPECT_GT(batcher.kv_blocks_cached(), 0);
@@ -222,10 +225,7 @@ TEST(ContinuousBatcherOnModels, PromptsStartFromPublishedPrefixBlocks) {
   std::vector<TokenId> shared(prompt.begin(), prompt.begin() + 16);
   shared.insert(shared.end(), other.begin(), other.end());
   ASSERT_NE(other[0], prompt[16]);
-  GenerationJob joins;
-  joins.prompt = shared;
-  joins.config.max_new_tokens = 25;
-  auto k = submit(batcher, std::move(joins));
+  auto k = submit(batcher, greedy_job(shared, 25));
   JobResult c = wait(k);
   EXPECT_GE(c.reused_prompt_tokens, 16u);  // the running sequence's first blocks, held by both
   EXPECT_EQ(c.sequence.tokens, alone(shared, 25));
@@ -238,16 +238,8 @@ TEST(ContinuousBatcherOnModels, PreemptedSequencesResumeWithTheTokensTheyMakeAlo
   const auto ref = llama_reference();
   auto prompt = ref["cases"][0]["prompt_ids"][0].get<std::vector<TokenId>>();
   auto other = ref["cases"][1]["prompt_ids"][1].get<std::vector<TokenId>>();
-  generate::GenerationConfig sampled;
-  sampled.do_sample = true;
-  sampled.temperature = 1.2f;
-  sampled.max_new_tokens = 60;
-  generate::DecodeRequest request;
-  request.prompts = {other};
-  request.config = sampled;
-  request.seed = 7;
-  generate::DecoderOnlyModel model(llama());
-  const auto sampled_alone = generate::decode(model, request, fake_text).at(0).tokens;
+  const generate::GenerationConfig sampled = sampling(1.2f, 60);
+  const auto sampled_alone = alone(other, sampled, 7);
 
   generate::BatcherOptions options;
   options.max_sequences = 4;
@@ -285,10 +277,7 @@ TEST(ContinuousBatcherOnModels, APoolSmallerThanTheContextEndsALoneSequenceAtIts
   options.block_size = 4;
   options.kv_blocks = 8;  // 32 positions
   ContinuousBatcher batcher(llama(), fake_text, options);
-  GenerationJob fills;
-  fills.prompt = prompt;
-  fills.config.max_new_tokens = 100;
-  auto f = submit(batcher, std::move(fills));
+  auto f = submit(batcher, greedy_job(prompt, 100));
   JobResult r = wait(f);
   EXPECT_EQ(r.sequence.tokens, alone(prompt, 32 - prompt.size() + 1));
   EXPECT_EQ(r.sequence.reason, generate::StopReason::kFinished);
@@ -353,10 +342,7 @@ TEST(ContinuousBatcherOnModels, FullQueueRefusesAndBadJobsThrow) {
   no_room.config.max_length = prompt.size();
   EXPECT_THROW(batcher.submit(std::move(no_room)), std::invalid_argument);
   // A sequence at the context's end stops there.
-  GenerationJob fills;
-  fills.prompt = prompt;
-  fills.config.max_new_tokens = 100;
-  auto c = submit(batcher, std::move(fills));
+  auto c = submit(batcher, greedy_job(prompt, 100));
   JobResult r = wait(c);
   EXPECT_EQ(r.sequence.tokens.size(), 40u - prompt.size() + 1);
   EXPECT_EQ(r.sequence.reason, generate::StopReason::kFinished);  // as generate::decode reports it

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/elapsed.h"
 #include "generate/beam_decode.h"
 #include "pipelines/generation/folder_files.h"
 #include "pipelines/generation/generative_folder.h"
@@ -48,10 +49,6 @@ std::optional<generate::TimestampRules> timestamp_rules(const text::Tokenizer& t
     else throw Error(gen_file.string() + ": max_initial_timestamp_index must be an integer >= 0 or null");
   }
   return rules;
-}
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace

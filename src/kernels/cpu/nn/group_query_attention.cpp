@@ -196,16 +196,9 @@ class GroupQueryAttentionKernel final : public Kernel {
     const int64_t cache_numel = in_place_ ? 0 : B * NK * T * H;
     FloatOut pkey(in_place_ || out.size() < 2 ? nullptr : out[1], cache_numel);
     FloatOut pval(in_place_ || out.size() < 3 ? nullptr : out[2], cache_numel);
-    const int64_t row_bytes = cache_t == DType::kInt8 ? int8_rows::bytes(H) : H * int64_t(dtype_size(cache_t));
-    auto rows_of = [&](const Tensor* cache) {
-      KvRows r;
-      r.base = static_cast<char*>(const_cast<void*>(cache->raw()));
-      r.row_bytes = row_bytes, r.heads = NK, r.block = s.block, r.table = s.table, r.table_width = s.table_width;
-      return r;
-    };
     KvRows key_rows, value_rows;
     if (in_place_) {
-      key_rows = rows_of(pk_t), value_rows = rows_of(pv_t);
+      key_rows = kv_rows(*pk_t, H, NK, s.table, s.table_width), value_rows = kv_rows(*pv_t, H, NK, s.table, s.table_width);
       if (s.table) {
         std::string why = check_block_table(s.table, s.table_width, s.block, pk_t->dim(0), total_len);
         if (!why.empty()) gqa_fail(why);
@@ -229,15 +222,7 @@ class GroupQueryAttentionKernel final : public Kernel {
               int64_t pos = position(b, i);
               cached_attention::rotate(row.data(), rot_dim, cosf.data() + pos * rot_dim / 2, sinf.data() + pos * rot_dim / 2, interleaved_);
             }
-            char* at = (which ? value_rows : key_rows).row(b, kh, past_len[b] + i);
-            if (cache_t == DType::kInt8) {
-              int8_rows::quantize(row.data(), H, reinterpret_cast<int8_t*>(at));
-            } else if (cache_t == DType::kFloat16) {
-              uint16_t* h = reinterpret_cast<uint16_t*>(at);
-              for (int64_t x = 0; x < H; ++x) h[x] = float_to_half(row[x]);
-            } else {
-              std::memcpy(at, row.data(), sizeof(float) * H);
-            }
+            store_row((which ? value_rows : key_rows).row(b, kh, past_len[b] + i), row.data(), H, cache_t);
           }
         }
       }
@@ -271,12 +256,8 @@ class GroupQueryAttentionKernel final : public Kernel {
       std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(T)));
       std::vector<float> qbuf(static_cast<size_t>(cached_attention::kGroupRows * S * H));
       std::vector<int64_t> lo(static_cast<size_t>(cached_attention::kGroupRows)), hi(lo.size());
-      std::vector<float> wide_k, wide_v;  // a float16 cache's KV head, widened once for its query heads
-      std::vector<const void*> k_starts, v_starts;  // a paged cache's KV head: where its blocks start
-      int64_t read = -1;
-      const float *keys = nullptr, *values = nullptr;
-      const int8_t *keys8 = nullptr, *values8 = nullptr;
-      bool paged = false;
+      // In place: the cache read once per KV head for all its query heads.
+      KvReader reader(key_rows, value_rows, cache_t, H, H);
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t c = t / per_kv, b = c / NK, kh = c % NK;
         const int64_t h0 = kh * group + (t % per_kv) * cached_attention::kGroupRows;
@@ -292,30 +273,11 @@ class GroupQueryAttentionKernel final : public Kernel {
             }
           }
         cached_attention::Rows p{};
-        if (!in_place_) {
-          keys = pkey.data() + c * T * H, values = pval.data() + c * T * H;
-        } else if (read != c) {  // the KV head's rows, once for all its query heads
-          const int64_t n = total_len[b];
-          if (cache_t == DType::kFloat16) {
-            keys = widen_rows(key_rows, b, kh, n, H, wide_k), values = widen_rows(value_rows, b, kh, n, H, wide_v);
-          } else {  // read in place, block by block when paged
-            key_rows.block_starts(b, kh, n, k_starts), value_rows.block_starts(b, kh, n, v_starts);
-            paged = !k_starts.empty();
-            if (cache_t == DType::kInt8)
-              keys8 = reinterpret_cast<const int8_t*>(key_rows.row(b, kh, 0)), values8 = reinterpret_cast<const int8_t*>(value_rows.row(b, kh, 0));
-            else
-              keys = reinterpret_cast<const float*>(key_rows.row(b, kh, 0)), values = reinterpret_cast<const float*>(value_rows.row(b, kh, 0));
-          }
-          read = c;
-        }
-        const bool int8 = in_place_ && cache_t == DType::kInt8;
-        p.kv_stride = p.kv_stride_v = int8 ? row_bytes : H;
-        if (paged) {
-          p.k_blocks = k_starts.data(), p.v_blocks = v_starts.data(), p.block = s.block, p.blocks_int8 = int8;
-        } else if (int8) {
-          p.k8 = keys8, p.v8 = values8;
+        if (in_place_) {
+          reader.point(p, b, kh, total_len[b]);
         } else {
-          p.k = keys, p.v = values;
+          p.k = pkey.data() + c * T * H, p.v = pval.data() + c * T * H;
+          p.kv_stride = p.kv_stride_v = H;
         }
         p.sq = heads, p.d = H, p.dv = H;
         p.q_stride = S * H, p.out_stride = H;

@@ -52,26 +52,15 @@ class KvCacheAttentionKernel final : public Kernel {
              " positions and " + std::to_string(d.S) + " more do not fit a cache of " + std::to_string(d.T));
       needed[b] += d.S;
     }
-    const bool half = in[3]->dtype() == DType::kFloat16, int8 = in[3]->dtype() == DType::kInt8;
+    const DType cache_t = in[3]->dtype();
     // The caches are buffers the runtime lent this run to be written.
-    KvRows keys_at = rows_of(*in[3], d, d.D), values_at = rows_of(*in[4], d, d.Dv);
+    const KvRows keys_at = kv_rows(*in[3], d.D, d.Hkv, d.table, d.W), values_at = kv_rows(*in[4], d.Dv, d.Hkv, d.table, d.W);
     if (keys_at.table) {
       std::string why = check_block_table(keys_at.table, d.W, d.block, in[3]->dim(0), needed);
       if (!why.empty()) fail("CachedAttention '" + name_ + "': " + why);
     }
     const float* kn = in[1]->data<float>();
     const float* vn = in[2]->data<float>();
-    // One new position's vector of `dim` values into its cache row.
-    auto put = [&](char* row, const float* x, int64_t dim) {
-      if (int8) {
-        int8_rows::quantize(x, dim, reinterpret_cast<int8_t*>(row));
-      } else if (half) {
-        uint16_t* h = reinterpret_cast<uint16_t*>(row);
-        for (int64_t i = 0; i < dim; ++i) h[i] = float_to_half(x[i]);
-      } else {
-        std::memcpy(row, x, sizeof(float) * dim);
-      }
-    };
     // Threads pay only for enough work: a fork and join costs microseconds, about what one KV
     // head of a short decode step takes, so short steps run on the calling thread.
     const int64_t longest = *std::max_element(needed.begin(), needed.end());
@@ -80,8 +69,8 @@ class KvCacheAttentionKernel final : public Kernel {
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t b = c / d.Hkv, h = c % d.Hkv;
         for (int64_t i = 0; i < d.S; ++i) {
-          put(keys_at.row(b, h, len[b] + i), kn + (c * d.S + i) * d.D, d.D);
-          put(values_at.row(b, h, len[b] + i), vn + (c * d.S + i) * d.Dv, d.Dv);
+          store_row(keys_at.row(b, h, len[b] + i), kn + (c * d.S + i) * d.D, d.D, cache_t);
+          store_row(values_at.row(b, h, len[b] + i), vn + (c * d.S + i) * d.Dv, d.Dv, cache_t);
         }
       }
     });
@@ -94,25 +83,11 @@ class KvCacheAttentionKernel final : public Kernel {
     parallel_for(d.B * d.Hkv, std::max<int64_t>(1, kMinParallelWork / std::max<int64_t>(1, head_work)), [&](int64_t c0, int64_t c1) {
       std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(d.T)));
       std::vector<int64_t> lo(static_cast<size_t>(group), 0), hi(static_cast<size_t>(group));
-      std::vector<float> wide_k, wide_v;
-      std::vector<const void*> k_starts, v_starts;
+      KvReader reader(keys_at, values_at, cache_t, d.D, d.Dv);
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t b = c / d.Hkv, h = c % d.Hkv, visible = needed[b];
         cached_attention::Rows p{};
-        if (half) {
-          p.k = widen_rows(keys_at, b, h, visible, d.D, wide_k), p.kv_stride = d.D;
-          p.v = widen_rows(values_at, b, h, visible, d.Dv, wide_v), p.kv_stride_v = d.Dv;
-        } else {  // read in place, int8 codes widened in registers
-          p.kv_stride = int8 ? keys_at.row_bytes : d.D, p.kv_stride_v = int8 ? values_at.row_bytes : d.Dv;
-          keys_at.block_starts(b, h, visible, k_starts), values_at.block_starts(b, h, visible, v_starts);
-          if (!k_starts.empty()) {
-            p.k_blocks = k_starts.data(), p.v_blocks = v_starts.data(), p.block = d.block, p.blocks_int8 = int8;
-          } else if (int8) {
-            p.k8 = reinterpret_cast<const int8_t*>(keys_at.row(b, h, 0)), p.v8 = reinterpret_cast<const int8_t*>(values_at.row(b, h, 0));
-          } else {
-            p.k = reinterpret_cast<const float*>(keys_at.row(b, h, 0)), p.v = reinterpret_cast<const float*>(values_at.row(b, h, 0));
-          }
-        }
+        reader.point(p, b, h, visible);
         // Position i of the group's query heads: rows S * D apart that all see the same keys,
         // so each key and value row is read once for the whole group.
         const int64_t first_head = b * d.Hq + h * group;
@@ -135,14 +110,6 @@ class KvCacheAttentionKernel final : public Kernel {
     int64_t block, W;  // positions per cache block and blocks per sequence (T when contiguous, 1)
     const int32_t* table;  // the block table, or null
   };
-
-  static KvRows rows_of(const Tensor& cache, const Dims& d, int64_t dim) {
-    KvRows r;
-    r.base = static_cast<char*>(const_cast<void*>(cache.raw()));
-    r.row_bytes = cache.dtype() == DType::kInt8 ? int8_rows::bytes(dim) : dim * int64_t(dtype_size(cache.dtype()));
-    r.heads = d.Hkv, r.block = d.block, r.table = d.table, r.table_width = d.W;
-    return r;
-  }
 
   Dims check(const Inputs& in) const {
     const char* names[] = {"query", "key", "value", "key cache", "value cache", "cache lengths"};

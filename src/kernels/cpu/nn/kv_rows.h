@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/nn/cached_attention.h"
+#include "mminfer/tensor.h"
+
 namespace mminfer::kernels {
 
 struct KvRows {
@@ -41,9 +44,37 @@ struct KvRows {
   }
 };
 
+// A cache tensor's rows: contiguous [B, heads, block, width] without a table, else a pool
+// [blocks, heads, block, width] read through `table` ([B, table_width]). `dim`: the vectors' values.
+KvRows kv_rows(const Tensor& cache, int64_t dim, int64_t heads, const int32_t* table, int64_t table_width);
+
+// One position's vector of `dim` floats into its cache row: copied, narrowed to float16, or
+// quantized as int8 codes and a scale (core/int8_rows.h), as `dtype` says.
+void store_row(char* row, const float* x, int64_t dim, DType dtype);
+
 // Rows [0, n) of (b, h) of a float16 cache, `dim` halves each, widened into `buffer` one after
 // another (32-byte aligned for vector loads); returns where.
 const float* widen_rows(const KvRows& rows, int64_t b, int64_t h, int64_t n, int64_t dim, std::vector<float>& buffer);
+
+// What attention reads for a KV head, a cache's keys and values: float16 rows widened into
+// buffers of its own, the others in place (one run, or block by block when paged). One per
+// thread; the last head pointed at is kept, so query heads that share it read it once.
+class KvReader {
+ public:
+  KvReader(KvRows keys, KvRows values, DType dtype, int64_t key_dim, int64_t value_dim)
+      : keys_(keys), values_(values), dtype_(dtype), dk_(key_dim), dv_(value_dim) {}
+  // Sets p's keys and values (k/v, k8/v8 or k_blocks/v_blocks, with strides) to rows [0, n) of (b, h).
+  void point(cached_attention::Rows& p, int64_t b, int64_t h, int64_t n);
+
+ private:
+  KvRows keys_, values_;
+  DType dtype_;
+  int64_t dk_, dv_;
+  std::vector<float> wide_k_, wide_v_;
+  std::vector<const void*> k_starts_, v_starts_;
+  int64_t at_b_ = -1, at_h_ = -1, at_n_ = -1;
+  cached_attention::Rows view_{};  // the cache's part of a Rows for (at_b_, at_h_)
+};
 
 // Empty when a block table of `width` entries per sequence can hold needed[b] positions of each
 // sequence with blocks of a pool of `blocks`; else why not (checked before any thread starts).
