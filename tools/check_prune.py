@@ -130,13 +130,8 @@ def activations(node, src, names, samples, work):
     return {n: np.concatenate(v) for n, v in rows.items()}
 
 
-def matmul_flops(mminfer, path, files, work):
-    """MatMul FLOPs of one run at the shapes really executed: a profile of mminfer at opt-level 0,
-    where each MatMul of the file is one event, 2 x the output's size x the shared dimension."""
-    trace = os.path.join(work, os.path.basename(path) + ".trace.json")
-    cmd = [mminfer, "bench", path, "--opt-level", "0", "--profile", trace, "--runs", "1", "--warmup", "0", "--quiet"]
-    cmd += [x for k, f in files.items() for x in ("--input", f"{k}={f}")]
-    run_tool(cmd, "mminfer bench --profile")
+def trace_matmul_flops(trace):
+    """MatMul FLOPs in a profile: 2 x the output's size x the shared dimension, per event."""
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
     total = 0
@@ -147,6 +142,17 @@ def matmul_flops(mminfer, path, files, work):
         ins, _, out = a["shapes"].partition("->")
         first = [int(x) for x in ins.split(",")[0].strip().split("x")]
         total += 2 * int(np.prod([int(x) for x in out.strip().split("x")])) * first[-1]
+    return total
+
+
+def matmul_flops(mminfer, path, files, work):
+    """MatMul FLOPs of one run at the shapes really executed: a profile of mminfer at opt-level 0,
+    where each MatMul of the file is one event."""
+    trace = os.path.join(work, os.path.basename(path) + ".trace.json")
+    cmd = [mminfer, "bench", path, "--opt-level", "0", "--profile", trace, "--runs", "1", "--warmup", "0", "--quiet"]
+    cmd += [x for k, f in files.items() for x in ("--input", f"{k}={f}")]
+    run_tool(cmd, "mminfer bench --profile")
+    total = trace_matmul_flops(trace)
     if total == 0:
         raise RuntimeError(f"no MatMul in the profile of {path}")
     return total

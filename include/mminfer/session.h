@@ -29,6 +29,12 @@ struct SessionOptions {
   // passes drop the work only the others needed (a pooled embedding without the hidden states it
   // was selected from, say). A name the model does not output fails the load.
   std::vector<std::string> outputs;
+  // ViT-style encoders: tokens merged after each block's attention (ToMe-style, the most similar
+  // pairs by the cosine of the block's attention input; the class token never merges), so the
+  // block's MLP and later layers run on fewer.
+  // Per-token outputs shrink with them; 0 (the default) merges nothing. Graphs that are not a
+  // plain unmasked vision tower are left whole.
+  int merge_tokens = 0;
   // Calibration: values of the model named in `observe` are handed to `observer` after every run,
   // as the model computed them (they stay values of the graph through the optimizations; names
   // the model lacks are ignored). With observe_model set, only the session loaded from that file

@@ -54,6 +54,9 @@ size_t feature_cache_flag(const Args& args);
 // --outputs NAME,NAME: the model outputs to compute (all when absent); empty names are an error.
 std::vector<std::string> outputs_flag(const Args& args);
 
+// --merge-tokens R (run, bench): tokens merged after each ViT block's attention (0: none).
+int merge_tokens_flag(const Args& args);
+
 // The precision flags shared by run, bench and inspect; throws Error (one line) on bad values.
 //   --precision SPEC         int8 | fp32 | MODALITY=PRECISION,... (see mminfer/precision.h)
 //   --keep-fp32 REGEX        node names that stay FP32

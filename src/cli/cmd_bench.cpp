@@ -36,18 +36,20 @@ int cmd_bench(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_precision_flags(
                 {"--input", "--shape", "--runs", "--warmup", "--threads", "--int-range", "--opt-level", "--profile", "--inter-op",
-                 "--outputs"}),
+                 "--outputs", "--merge-tokens"}),
             {"--help", "--json", "--op-times", "--progress", "--no-progress", "--quiet"});
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs(
         "usage: mminfer bench MODEL.onnx [--input NAME=F.npy | --shape NAME=1x3x224x224]... [--runs N]\n"
         "                    [--warmup N] [--threads N] [--int-range NAME=LO:HI] [--opt-level L] [--json]\n"
         "                    [--op-times] [--profile TRACE.json] [--inter-op auto|off|on]\n"
-        "                    [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...] [--progress | --no-progress]\n"
+        "                    [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...] [--merge-tokens R]\n"
+        "                    [--progress | --no-progress]\n"
         "--json: only one JSON object on stdout (median_ms, p90_ms, min_ms, runs, threads, peak_rss_mb,\n"
         "  weight_bytes, op_ms), nothing else\n"
         "--op-times: time per op type over the timed runs (each node timed, so totals run a little slower)\n"
         "--outputs: compute only these outputs, and none of the work only the others need\n"
+        "--merge-tokens R: ViT-style encoders merge R tokens after each block's attention (fewer for later layers)\n"
         "mminfer bench --pipeline DIR times a generative folder's prefill and decode (see --pipeline DIR --help)\n",
         args.usage_stream());
     if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream()), std::fputs(kProgressUsage, args.usage_stream());
@@ -60,6 +62,7 @@ int cmd_bench(int argc, char** argv) {
   opts.profile_path = args.get("--profile");
   opts.profile = args.has("--op-times");
   opts.precision = precision_flags(args);
+  opts.merge_tokens = merge_tokens_flag(args);
   opts.outputs = outputs_flag(args);
   int runs = args.get_int("--runs", 20), warmup = args.get_int("--warmup", 3);
   if (runs < 1 || warmup < 0) throw Error("--runs must be at least 1 and --warmup at least 0");

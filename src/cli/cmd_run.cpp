@@ -22,14 +22,17 @@ std::string file_safe(const std::string& name) {
 
 int cmd_run(int argc, char** argv) {
   Args args(argc, argv, 2,
-            with_precision_flags({"--input", "--output-dir", "--threads", "--profile", "--opt-level", "--inter-op", "--outputs"}),
+            with_precision_flags(
+                {"--input", "--output-dir", "--threads", "--profile", "--opt-level", "--inter-op", "--outputs", "--merge-tokens"}),
             {"--help"});
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs(
         "usage: mminfer run MODEL.onnx --input NAME=FILE.npy ... [--output-dir DIR] [--threads N]\n"
         "                  [--profile TRACE.json] [--opt-level 0|1|2] [--inter-op auto|off|on]\n"
-        "                  [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...]\n"
-        "--outputs: compute and write only these outputs, and none of the work only the others need\n",
+        "                  [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...] [--merge-tokens R]\n"
+        "--outputs: compute and write only these outputs, and none of the work only the others need\n"
+        "--merge-tokens R: ViT-style encoders merge R tokens after each block's attention (per-token\n"
+        "  outputs shrink; the class token's pooled output keeps its shape)\n",
         args.usage_stream());
     if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -40,6 +43,7 @@ int cmd_run(int argc, char** argv) {
   opts.inter_op = inter_op_flag(args);
   opts.profile_path = args.get("--profile");
   opts.precision = precision_flags(args);
+  opts.merge_tokens = merge_tokens_flag(args);
   opts.outputs = outputs_flag(args);
   std::unique_ptr<Session> session;
   Status st = Session::load(args.positional()[0], opts, &session);

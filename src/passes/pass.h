@@ -21,6 +21,7 @@ struct PassContext {
   PrecisionPolicy precision;                    // which nodes assign_precision marks
   bool native_bf16 = false;                     // the CPU multiplies bfloat16 natively
   bool tile_nbits = false;                      // the CPU runs MatMulNBits weights tiled (tile_nbits_weights)
+  int merge_tokens = 0;                         // tokens merged per ViT block (merge_tokens)
 };
 
 struct Pass {
@@ -56,6 +57,7 @@ bool absorb_qdq(ir::Graph& g, const PassContext& ctx);
 bool absorb_fp16_weights(ir::Graph& g, const PassContext& ctx);
 bool expand_qlinear_ops(ir::Graph& g, const PassContext& ctx);
 bool select_rows_early(ir::Graph& g, const PassContext& ctx);
+bool merge_tokens(ir::Graph& g, const PassContext& ctx);
 
 struct PassReport {
   size_t nodes_before = 0, nodes_after = 0;

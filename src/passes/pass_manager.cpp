@@ -46,6 +46,8 @@ PassReport optimize(ir::Graph& g, const PassContext& ctx) {
   };
   PassReport report;
   report.nodes_before = count_nodes(g);
+  // Token merging is the user's choice and matches the graph as exported, before any fusion.
+  if (ctx.merge_tokens > 0 && merge_tokens(g, ctx)) report.applied.push_back("merge_tokens");
   for (int round = 0; round < 8; ++round) {
     bool changed = false;
     for (const Pass& p : kPasses) {

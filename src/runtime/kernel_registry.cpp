@@ -41,6 +41,7 @@ void register_skip_norm(Registry&);
 void register_rotary_embedding(Registry&);
 void register_rotate_half(Registry&);  // mminfer::RotateHalf
 void register_silu(Registry&);         // mminfer::Silu
+void register_token_merge(Registry&);  // mminfer::TokenMerge
 // nn/, com.microsoft attention with a KV cache
 void register_group_query_attention(Registry&);
 void register_multi_head_attention(Registry&);
@@ -111,6 +112,7 @@ const kernels::Registry& kernel_registry() {
     register_rotary_embedding(r);    // com.microsoft and ONNX RotaryEmbedding
     register_rotate_half(r);
     register_silu(r);
+    register_token_merge(r);
     // nn/, com.microsoft attention with a KV cache
     register_group_query_attention(r);
     register_multi_head_attention(r);

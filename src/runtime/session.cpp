@@ -72,6 +72,7 @@ class SessionImpl final : public Session {
     ctx.opt_level = options.opt_level;
     ctx.evaluate = runtime::evaluate_node;
     ctx.precision = options.precision;
+    ctx.merge_tokens = options.merge_tokens;
     ctx.native_bf16 = kernels::Bf16Gemm::native();
     ctx.tile_nbits = kernels::nbits_tiled_cpu();
     passes::optimize(model.graph, ctx);
