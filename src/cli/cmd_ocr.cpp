@@ -32,7 +32,7 @@ nlohmann::ordered_json line_json(const ocr::OcrLine& l) {
 }  // namespace
 
 int cmd_ocr(int argc, char** argv) {
-  Args args(argc, argv, 2, with_precision_flags({"--threads", "--pipeline", "--models", "--max-side", "--unclip", "--fp32-models"}),
+  Args args(argc, argv, 2, with_precision_flags({"--threads", "--pipeline", "--models", "--max-side", "--unclip", "--fp32-models", "--cascade"}),
             {"--help", "--json", "--jsonl", "--no-cls"});
   if (args.has("--help") || args.positional().empty()) {
     std::fputs(
@@ -46,7 +46,9 @@ int cmd_ocr(int argc, char** argv) {
         "    both override the folder's pipeline.json\n"
         "  --precision SPEC / --keep-fp32 REGEX: as for mminfer run (PP-OCR's inputs count as 'other')\n"
         "  --fp32-models LIST: models (det, cls, rec) that stay FP32 under --precision (default rec,\n"
-        "    whose near-tie characters INT8 moves; '' quantizes all)\n",
+        "    whose near-tie characters INT8 moves; '' quantizes all)\n"
+        "  --cascade T: read every line with an INT8 recognizer first and again with the full one when\n"
+        "    its mean confidence is below T (0 to 1; --json adds \"escalated\", the lines read twice)\n",
         args.usage_stream());
     if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -77,11 +79,17 @@ int cmd_ocr(int argc, char** argv) {
     }
     if (!(options.db.unclip_ratio > 0 && options.db.unclip_ratio < 10)) throw Error("--unclip must be between 0 and 10");
   }
+  if (args.has("--cascade")) {
+    options.cascade_threshold = static_cast<float>(args.get_double("--cascade", 0));
+    if (!(options.cascade_threshold > 0 && options.cascade_threshold <= 1))
+      throw Error("--cascade takes the confidence below which a line is read again, in (0, 1]");
+  }
   ocr::OcrPipeline pipeline(manifest, session, options);
   JsonResults json(json_flag(args));
   int failures = 0;
   for (const std::string& file : args.positional()) {
     auto t0 = std::chrono::steady_clock::now();
+    const size_t escalated_before = pipeline.cascade_counts().escalated;
     std::vector<ocr::OcrLine> lines;
     try {
       std::vector<uint8_t> bytes = read_bytes(file);
@@ -96,7 +104,9 @@ int cmd_ocr(int argc, char** argv) {
     if (json.on()) {
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (const ocr::OcrLine& l : lines) list.push_back(line_json(l));
-      json.add({{"file", file}, {"lines", list}, {"ms", rounded(ms, 100)}});
+      nlohmann::ordered_json result = {{"file", file}, {"lines", list}, {"ms", rounded(ms, 100)}};
+      if (options.cascade_threshold > 0) result["escalated"] = pipeline.cascade_counts().escalated - escalated_before;
+      json.add(result);
     } else {
       if (args.positional().size() > 1) std::printf("== %s\n", file.c_str());  // the time is in --json
       for (const ocr::OcrLine& l : lines) std::printf("%s\n", l.text.c_str());

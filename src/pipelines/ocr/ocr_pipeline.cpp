@@ -118,6 +118,8 @@ OcrOptions ocr_options(const pipelines::Manifest& m, OcrOptions o) {
   o.drop_score = static_cast<float>(in_range("drop_score", m.number(pre, "drop_score", o.drop_score), 0, 1));
   o.rec_batch = static_cast<int>(in_range("rec_batch", static_cast<double>(m.integer(pre, "rec_batch", o.rec_batch)), 1, 256));
   o.fp32_models = m.string(pre, "fp32_models", o.fp32_models);
+  o.cascade_threshold =
+      static_cast<float>(in_range("cascade_threshold", m.number(pre, "cascade_threshold", o.cascade_threshold), 0, 1));
   try {
     parse_model_roles(o.fp32_models);
   } catch (const Error& e) {
@@ -153,6 +155,12 @@ OcrPipeline::OcrPipeline(const pipelines::Manifest& m, const SessionOptions& ses
   };
   det_ = open_model(m.file("det"), options_for("det"));
   rec_ = open_model(m.file("rec"), options_for("rec"));
+  if (options_.cascade_threshold > 0) {
+    SessionOptions light = session;
+    light.precision = PrecisionPolicy{};
+    light.precision.by_modality.fill(Precision::kInt8);
+    rec_light_ = open_model(m.file("rec"), light);
+  }
   charset_ = load_charset(m.file("keys"));
   if (options_.use_classifier && m.has_file("cls")) cls_ = open_model(m.file("cls"), options_for("cls"));
 }
@@ -204,7 +212,7 @@ std::vector<size_t> OcrPipeline::orient(std::vector<Image>& crops) {
   return turned;
 }
 
-std::vector<Decoded> OcrPipeline::recognize(const std::vector<Image>& crops) {
+std::vector<Decoded> OcrPipeline::recognize(const std::vector<Image>& crops, Session& model) {
   // Each line is padded to its own width bucket and shares batches only with lines of the same
   // bucket: little of it is padding, and what it reads does not depend on which other lines
   // (from this image or from others read with it) are in its batch.
@@ -220,7 +228,7 @@ std::vector<Decoded> OcrPipeline::recognize(const std::vector<Image>& crops) {
       size_t end = std::min(members.size(), start + options_.rec_batch);
       std::vector<const Image*> batch;
       for (size_t i = start; i < end; ++i) batch.push_back(&crops[members[i]]);
-      Tensor probs = run_model(*rec_, line_batch(batch, width, batch_bucket(batch.size(), options_.rec_batch)))[0];
+      Tensor probs = run_model(model, line_batch(batch, width, batch_bucket(batch.size(), options_.rec_batch)))[0];
       if (probs.rank() != 3) throw Error("the recognizer returned " + shape_str(probs.shape()));
       int steps = static_cast<int>(probs.dim(1)), classes = static_cast<int>(probs.dim(2));
       for (size_t i = start; i < end; ++i)
@@ -228,6 +236,22 @@ std::vector<Decoded> OcrPipeline::recognize(const std::vector<Image>& crops) {
     }
   }
   return out;
+}
+
+std::vector<Decoded> OcrPipeline::read(const std::vector<Image>& crops) {
+  if (!rec_light_) return recognize(crops, *rec_);
+  std::vector<Decoded> texts = recognize(crops, *rec_light_);
+  std::vector<Image> unsure;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < texts.size(); ++i)
+    if (texts[i].score < options_.cascade_threshold) unsure.push_back(crops[i]), at.push_back(i);
+  cascade_.lines += crops.size();
+  cascade_.escalated += unsure.size();
+  if (!unsure.empty()) {
+    std::vector<Decoded> again = recognize(unsure, *rec_);
+    for (size_t k = 0; k < at.size(); ++k) texts[at[k]] = std::move(again[k]);
+  }
+  return texts;
 }
 
 std::vector<OcrLine> OcrPipeline::run(const Image& rgb) { return run_many(std::span<const Image>(&rgb, 1)).at(0); }
@@ -248,13 +272,13 @@ std::vector<std::vector<OcrLine>> OcrPipeline::run_many(std::span<const Image> r
   }
   std::vector<size_t> turned;
   if (cls_ && !crops.empty()) turned = orient(crops);
-  std::vector<Decoded> texts = crops.empty() ? std::vector<Decoded>{} : recognize(crops);
+  std::vector<Decoded> texts = crops.empty() ? std::vector<Decoded>{} : read(crops);
   // The direction classifier is small and JPEG artefacts fool it; a line it turned is also read
   // as it was, and the reading the recognizer is surer of wins.
   if (!turned.empty()) {
     std::vector<Image> upright;
     for (size_t i : turned) upright.push_back(crops[i]), rotate_180(upright.back());
-    std::vector<Decoded> again = recognize(upright);
+    std::vector<Decoded> again = read(upright);
     for (size_t k = 0; k < turned.size(); ++k)
       if (again[k].score > texts[turned[k]].score) texts[turned[k]] = std::move(again[k]);
   }

@@ -33,6 +33,16 @@ struct OcrOptions {
   // worse), against 1.1% with the detector and classifier alone in INT8. So it stays FP32 unless
   // asked ("" quantizes every model).
   std::string fp32_models = "rec";
+  // Cheap path first: above 0, every line is read by an INT8 copy of the recognizer, and a line
+  // whose mean CTC confidence is below this threshold is read again by the recognizer as the
+  // session loads it (FP32 unless asked otherwise), whose reading stands. A line read as nothing
+  // (confidence 0) is always read again.
+  float cascade_threshold = 0;
+};
+
+// What the cascade did so far: lines read, and those read again by the full recognizer.
+struct CascadeCounts {
+  size_t lines = 0, escalated = 0;
 };
 
 // The roles fp32_models may name, checked: "det", "cls", "rec", comma-separated.
@@ -44,7 +54,8 @@ std::vector<std::string> parse_model_roles(const std::string& list);
 // ppocr_keys_v1.txt and, when present, ch_ppocr_mobile_v2.0_cls_infer.onnx.
 pipelines::Manifest ocr_manifest(const std::string& dir);
 // `defaults` with the manifest's preprocess keys over them: det_max_side, det_threshold,
-// box_threshold, unclip_ratio, use_cls, cls_threshold, drop_score, rec_batch, fp32_models.
+// box_threshold, unclip_ratio, use_cls, cls_threshold, drop_score, rec_batch, fp32_models,
+// cascade_threshold.
 OcrOptions ocr_options(const pipelines::Manifest& manifest, OcrOptions defaults = {});
 
 // PP-OCR models read BGR.
@@ -71,15 +82,20 @@ class OcrPipeline {
   // their width bucket. The lines of image i are element i: the lines run() reads image by
   // image (a crop may be padded to another width in another batch, so scores can differ a little).
   std::vector<std::vector<OcrLine>> run_many(std::span<const Image> rgbs);
+  const CascadeCounts& cascade_counts() const { return cascade_; }
 
  private:
   std::vector<DetectedBox> detect(const Image& bgr);
   // Turns the crops the classifier finds upside down; returns their indices.
   std::vector<size_t> orient(std::vector<Image>& crops);
-  std::vector<Decoded> recognize(const std::vector<Image>& crops);
+  std::vector<Decoded> recognize(const std::vector<Image>& crops, Session& model);
+  // Through the cascade when there is one: the light recognizer, then the full one for the lines
+  // it is unsure of.
+  std::vector<Decoded> read(const std::vector<Image>& crops);
 
   OcrOptions options_;
-  std::unique_ptr<Session> det_, cls_, rec_;
+  std::unique_ptr<Session> det_, cls_, rec_, rec_light_;
+  CascadeCounts cascade_;
   std::vector<std::string> charset_;
 };
 
