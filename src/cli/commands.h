@@ -14,6 +14,7 @@ int cmd_classify(int argc, char** argv);
 int cmd_loadgen(int argc, char** argv);
 int cmd_optimize(int argc, char** argv);
 int cmd_prune(int argc, char** argv);
+int cmd_tune(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_transcribe(int argc, char** argv);
 int cmd_caption(int argc, char** argv);

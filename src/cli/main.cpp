@@ -23,6 +23,7 @@ void usage(std::FILE* out) {
       "  bench MODEL [--shape NAME=1x3x224x224 | --input NAME=F.npy]...  time repeated runs\n"
       "  optimize IN.onnx -o OUT.onnx [--precision SPEC] [--min-cosine X]  write INT8 layers as standard ONNX\n"
       "  prune IN.onnx -o OUT.onnx --heads R --mlp R --calib DIR  remove attention heads and MLP channels\n"
+      "  tune --pipeline DIR --eval DIR -o OUT  the cheapest OCR setting within a CER bound\n"
       "  onnx-test DIR...                 run ONNX backend test cases\n"
       "  ocr IMAGE...                     text lines of images (PP-OCRv4)\n"
       "  embed --pipeline DIR (--image F | --text S | --audio F)...  normalized embeddings\n"
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
     if (cmd == "loadgen") return mminfer::cli::cmd_loadgen(argc, argv);
     if (cmd == "optimize") return mminfer::cli::cmd_optimize(argc, argv);
     if (cmd == "prune") return mminfer::cli::cmd_prune(argc, argv);
+    if (cmd == "tune") return mminfer::cli::cmd_tune(argc, argv);
     if (cmd == "generate") return mminfer::cli::cmd_generate(argc, argv);
     if (cmd == "transcribe") return mminfer::cli::cmd_transcribe(argc, argv);
     if (cmd == "caption") return mminfer::cli::cmd_caption(argc, argv);

@@ -120,6 +120,9 @@ OcrOptions ocr_options(const pipelines::Manifest& m, OcrOptions o) {
   o.fp32_models = m.string(pre, "fp32_models", o.fp32_models);
   o.cascade_threshold =
       static_cast<float>(in_range("cascade_threshold", m.number(pre, "cascade_threshold", o.cascade_threshold), 0, 1));
+  o.precision = m.string(pre, "precision", o.precision);
+  if (PrecisionPolicy check; !o.precision.empty())
+    if (Status st = parse_precision(o.precision, &check); !st) throw Error(m.key_error(pre, "precision", st.message()));
   try {
     parse_model_roles(o.fp32_models);
   } catch (const Error& e) {
@@ -148,15 +151,19 @@ OcrPipeline::OcrPipeline(const pipelines::Manifest& m, const SessionOptions& ses
   if (m.type != pipelines::PipelineType::kOcr)
     throw Error(m.path + ": type is '" + pipelines::type_name(m.type) + "', not an ocr pipeline");
   std::vector<std::string> fp32 = parse_model_roles(options_.fp32_models);
+  SessionOptions base = session;
+  if (!options_.precision.empty() && !session.precision.any_below_fp32()) {
+    if (Status st = parse_precision(options_.precision, &base.precision); !st) throw Error("precision: " + st.message());
+  }
   auto options_for = [&](const char* role) {
-    SessionOptions o = session;
+    SessionOptions o = base;
     if (std::find(fp32.begin(), fp32.end(), role) != fp32.end()) o.precision = PrecisionPolicy{};
     return o;
   };
   det_ = open_model(m.file("det"), options_for("det"));
   rec_ = open_model(m.file("rec"), options_for("rec"));
   if (options_.cascade_threshold > 0) {
-    SessionOptions light = session;
+    SessionOptions light = base;
     light.precision = PrecisionPolicy{};
     light.precision.by_modality.fill(Precision::kInt8);
     rec_light_ = open_model(m.file("rec"), light);

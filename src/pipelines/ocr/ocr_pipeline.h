@@ -38,6 +38,9 @@ struct OcrOptions {
   // session loads it (FP32 unless asked otherwise), whose reading stands. A line read as nothing
   // (confidence 0) is always read again.
   float cascade_threshold = 0;
+  // The folder's precision (a --precision spec, e.g. "int8"), used when the session asks for
+  // none; "" leaves the session's.
+  std::string precision;
 };
 
 // What the cascade did so far: lines read, and those read again by the full recognizer.
@@ -55,7 +58,7 @@ std::vector<std::string> parse_model_roles(const std::string& list);
 pipelines::Manifest ocr_manifest(const std::string& dir);
 // `defaults` with the manifest's preprocess keys over them: det_max_side, det_threshold,
 // box_threshold, unclip_ratio, use_cls, cls_threshold, drop_score, rec_batch, fp32_models,
-// cascade_threshold.
+// cascade_threshold, precision.
 OcrOptions ocr_options(const pipelines::Manifest& manifest, OcrOptions defaults = {});
 
 // PP-OCR models read BGR.
