@@ -96,9 +96,9 @@ const char* const kPrecisionUsage =
     "    --fp32-edges off\n"
     "--keep-fp32 REGEX: nodes whose names or op types match stay FP32; --int8-activations token|tensor (default token)\n";
 
-int merge_tokens_flag(const Args& args) {
-  const int r = args.get_int("--merge-tokens", 0);
-  if (r < 0) throw Error("--merge-tokens takes the tokens merged per block, 0 or more, got " + std::to_string(r));
+int merge_tokens_flag(const Args& args, const std::string& flag) {
+  const int r = args.get_int(flag, 0);
+  if (r < 0) throw Error(flag + " takes the tokens merged per block, 0 or more, got " + std::to_string(r));
   return r;
 }
 

@@ -55,7 +55,7 @@ size_t feature_cache_flag(const Args& args);
 std::vector<std::string> outputs_flag(const Args& args);
 
 // --merge-tokens R (run, bench): tokens merged after each ViT block's attention (0: none).
-int merge_tokens_flag(const Args& args);
+int merge_tokens_flag(const Args& args, const std::string& flag = "--merge-tokens");
 
 // The precision flags shared by run, bench and inspect; throws Error (one line) on bad values.
 //   --precision SPEC         int8 | fp32 | MODALITY=PRECISION,... (see mminfer/precision.h)

@@ -64,4 +64,11 @@ std::vector<LabelScore> zero_shot_scores(std::span<const float> image, const std
   return scores;
 }
 
+double entropy(std::span<const LabelScore> scores) {
+  double h = 0;
+  for (const LabelScore& s : scores)
+    if (s.score > 0) h -= s.score * std::log(static_cast<double>(s.score));
+  return h;
+}
+
 }  // namespace mminfer::clip

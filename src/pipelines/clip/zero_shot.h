@@ -27,5 +27,7 @@ pipelines::Embedding mean_direction(std::span<const pipelines::Embedding> unit_v
 // the labels' order).
 std::vector<LabelScore> zero_shot_scores(std::span<const float> image, const std::vector<std::string>& labels,
                                          std::span<const pipelines::Embedding> label_embeddings, float logit_scale);
+// The entropy of label probabilities, in nats: 0 when one label takes all, log(n) when all tie.
+double entropy(std::span<const LabelScore> scores);
 
 }  // namespace mminfer::clip
