@@ -49,6 +49,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& p
     } else if (key == "keep_fp32") {
       if (!v.is_string()) throw Error(path + ": keep_fp32 must be a string (a regular expression over node names)");
       if (Status st = set_keep_fp32(v.get<std::string>(), &c.session.precision); !st) throw Error(path + ": " + st.message());
+    } else if (key == "merge_tokens") {
+      c.session.merge_tokens = static_cast<int>(integer(v, path, "merge_tokens", 0, 1024));
     } else if (key == "min_cosine") {
       if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1)
         throw Error(path + ": min_cosine must be a number between 0 and 1");
@@ -102,6 +104,7 @@ nlohmann::json ModelConfig::to_json() const {
           {"opt_level", session.opt_level},
           {"precision", precision_spec(session.precision)},
           {"keep_fp32", session.precision.keep_fp32},
+          {"merge_tokens", session.merge_tokens},
           {"min_cosine", min_cosine},
           {"instances", instances},
           {"max_audio_seconds", limits.max_audio_seconds},

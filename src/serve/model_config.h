@@ -8,6 +8,8 @@
 // precision and keep_fp32 take the values of mminfer's --precision and --keep-fp32. min_cosine
 // bounds what a precision below FP32 may cost an embedding pipeline: measured at load on probe
 // inputs (pipelines/embedding_accuracy.h), a tower below it keeps the model from loading.
+// merge_tokens (SessionOptions::merge_tokens) merges that many tokens per block in a vision
+// tower; min_cosine bounds it as it bounds a precision.
 //
 // max_* bound the work one input may ask for (input_limits.h): longer audio, larger images and
 // longer texts are answered 413 before they are queued.

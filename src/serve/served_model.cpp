@@ -358,19 +358,23 @@ void ServedModel::refuse_min_cosine() const {
 }
 
 std::optional<pipelines::ProbeEmbeddings> ServedModel::fp32_reference(const pipelines::Manifest& manifest) const {
-  if (!config_.session.precision.any_below_fp32()) {
+  if (!config_.session.precision.any_below_fp32() && config_.session.merge_tokens == 0) {
     if (config_.min_cosine > 0)
       std::fprintf(stderr, "mminfer serve: model '%s' runs in FP32; min_cosine has nothing to bound\n", name_.c_str());
     return std::nullopt;
   }
   SessionOptions fp32 = config_.session;
   fp32.precision = PrecisionPolicy{};
+  fp32.merge_tokens = 0;
   return pipelines::embed_probes(manifest, *pipelines::open_embedder(manifest, fp32), labels_);
 }
 
 void ServedModel::check_accuracy(const pipelines::Manifest& manifest, const pipelines::ProbeEmbeddings& reference) {
   accuracy_ = pipelines::compare_probes(pipelines::embed_probes(manifest, *embedders_[0], labels_), reference);
-  const std::string spec = precision_spec(config_.session.precision);
+  const std::string spec = precision_spec(config_.session.precision) +
+                           (config_.session.merge_tokens > 0
+                                ? ", " + std::to_string(config_.session.merge_tokens) + " tokens merged per block"
+                                : "");
   pipelines::require_accuracy(accuracy_, config_.min_cosine,
                               "model '" + name_ + "' version " + std::to_string(version_), spec);
   std::string figures;

@@ -11,7 +11,7 @@ TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
     "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "min_cosine": 0.995, "instances": 2,
     "max_audio_seconds": 90.5, "max_image_pixels": 4000000, "max_text_bytes": 2048,
     "max_sequences": 12, "context": 1024, "prefill_chunk": 64, "kv_cache": "fp16", "kv_cache_bytes": 1000000,
-    "kv_block_size": 32})");
+    "kv_block_size": 32, "merge_tokens": 3})");
   ModelConfig c = ModelConfig::from_json(j, "m/config.json");
   EXPECT_EQ(c.batching.max_batch_size, 16);
   EXPECT_EQ(c.batching.max_queue_delay.count(), 5000);
@@ -25,6 +25,7 @@ TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   EXPECT_EQ(c.session.precision.keep_fp32, "proj");
   EXPECT_EQ(c.instances, 2);
   EXPECT_EQ(c.min_cosine, 0.995);
+  EXPECT_EQ(c.session.merge_tokens, 3);
   EXPECT_EQ(c.limits.max_audio_seconds, 90.5);
   EXPECT_EQ(c.limits.max_image_pixels, 4000000);
   EXPECT_EQ(c.limits.max_text_bytes, 2048u);
@@ -75,6 +76,7 @@ TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
              {R"({"prefill_chunk": -4})", "prefill_chunk must be between 1 and"},
              {R"({"kv_cache_bytes": 0})", "kv_cache_bytes must be between 1 and"},
              {R"({"kv_block_size": 0})", "kv_block_size must be between 1 and 4096"},
+             {R"({"merge_tokens": -1})", "merge_tokens must be between 0 and 1024"},
              {R"({"kv_cache": "int4"})", "kv_cache must be \"fp32\", \"fp16\" or \"int8\""},
              {R"([1, 2])", "expected a JSON object"}};
   for (const Bad& b : bad) {
