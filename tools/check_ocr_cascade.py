@@ -23,7 +23,7 @@ from output_compare import verdict  # noqa: E402
 
 
 def ocr(args, images, extra):
-    cmd = [args.mminfer, "ocr", "--pipeline", args.models, "--jsonl", "--threads", "2"] + extra + images
+    cmd = [args.mminfer, "ocr", "--pipeline", args.models, "--jsonl", "--threads", "1"] + extra + images
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"mminfer ocr {' '.join(extra)} failed: {out.stderr.strip()}")

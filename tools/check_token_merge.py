@@ -23,8 +23,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from check_prune import export, trace_matmul_flops  # noqa: E402
-from output_compare import errors, load_output, run_mminfer, run_tool, verdict  # noqa: E402
+from check_prune import compare, export, trace_matmul_flops  # noqa: E402
+from output_compare import load_output, run_mminfer, run_tool, verdict  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -94,19 +94,6 @@ def predicted_flops(model, tokens, batch, r):
         total += 2 * batch * t * 2 * w * hidden  # the MLP after the merge
     total += 2 * batch * w * model.proj.out_features  # the pooled projection
     return total
-
-
-def compare(failures, label, actual, expected, rtol=1e-4):
-    try:
-        _, rel = errors(actual, expected)
-    except RuntimeError as e:
-        failures.append(f"{label}: {e}")
-        print(f"FAIL {label}: {e}")
-        return
-    ok = rel <= rtol
-    print(f"{'ok  ' if ok else 'FAIL'} {label}: relative error {rel:.3g}")
-    if not ok:
-        failures.append(f"{label}: relative error {rel:.3g} > {rtol:g}")
 
 
 def main():

@@ -33,7 +33,7 @@ def main():
     failures = []
     out = os.path.join(args.work, "tuned")
     cmd = [args.mminfer, "tune", "--pipeline", args.models, "--eval", args.eval, "--limit", str(args.limit), "-o", out,
-           "--json", "--threads", "2"]
+           "--json", "--threads", "1"]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         print(f"FAIL mminfer tune: {proc.stderr.strip()}")
@@ -61,7 +61,7 @@ def main():
     take = min(args.limit, len(items))
     picked = [items[k * len(items) // take] for k in range(take)]
     files = [os.path.join(args.eval, it["file"]) for it in picked]
-    proc = subprocess.run([args.mminfer, "ocr", "--pipeline", out, "--jsonl", "--threads", "2"] + files,
+    proc = subprocess.run([args.mminfer, "ocr", "--pipeline", out, "--jsonl", "--threads", "1"] + files,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         failures.append(f"mminfer ocr --pipeline {out}: {proc.stderr.strip()}")

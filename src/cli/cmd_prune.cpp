@@ -24,15 +24,6 @@ namespace mminfer::cli {
 
 namespace {
 
-onnx::ModelProto read_proto(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw Error("model file not found: " + path);
-  std::ifstream f(path, std::ios::binary);
-  onnx::ModelProto m;
-  if (!f || !m.ParseFromIstream(&f)) throw Error("model is not a valid ONNX protobuf: " + path);
-  return m;
-}
-
 // The modality of a model's inputs (the first recognised one), kOther when none is.
 Modality model_modality(const onnx::ModelProto& m) {
   for (const auto& in : m.graph().input())
@@ -101,6 +92,7 @@ nlohmann::ordered_json block_json(const onnx_io::PrunedBlock& b) {
           {"removed", b.removed},
           {"error_dropped", b.error_dropped},
           {"error", b.error},
+          {"refit", b.refit},
           {"flops_before", b.flops_before},
           {"flops_after", b.flops_after},
           {"params_before", b.params_before},
@@ -130,7 +122,8 @@ int cmd_prune(int argc, char** argv) {
         "  x·A·B at the lowest rank whose output error on the calibration set is at most ERROR (relative, e.g.\n"
         "  0.01), where that costs at most 0.8 of W's multiply-adds. Prints the heads and channels kept, parameters, the\n"
         "  blocks' MatMul GFLOPs per sample, the blocks' relative output error on the calibration set, and\n"
-        "  each model output's cosine to the original's on the first calibration samples.\n",
+        "  each model output's cosine to the original's on the first 4 samples (held out of the fit when\n"
+        "  there are 12 or more).\n",
         args.usage_stream());
     if (args.has("--help")) std::fputs(kProgressUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -138,7 +131,7 @@ int cmd_prune(int argc, char** argv) {
   const std::string in = args.positional()[0], out = args.get("-o", args.get("--output"));
   const int threads = threads_flag(args);
   const bool quiet = args.has("--quiet");
-  onnx::ModelProto model = read_proto(in);
+  onnx::ModelProto model = onnx_io::read_model_proto(in);
   std::string base_dir = std::filesystem::path(in).parent_path().string();
   if (base_dir.empty()) base_dir = ".";
   const Modality modality = model_modality(model);
@@ -199,8 +192,13 @@ int cmd_prune(int argc, char** argv) {
   }
   std::vector<std::string> input_names;
   for (const ValueInfo& v : original->inputs()) input_names.push_back(v.name);
-  std::vector<Sample> evaluation;  // the first runs' inputs, as the pipeline made them
+  // The first runs' inputs, as the pipeline made them, compare the written model with the original.
+  // With 12 samples or more, the first 4 are held out of the statistics, so the comparison shows
+  // what the refit does on inputs it was not fitted to.
+  const size_t held_out = samples.size() >= 12 ? 4 : 0;
+  std::vector<Sample> evaluation;
   Sample filling;
+  size_t runs_started = 0, inputs_in_run = 0;
   std::vector<float> scratch;
   SessionOptions observe;
   observe.threads = threads;
@@ -209,10 +207,13 @@ int cmd_prune(int argc, char** argv) {
   observe.observe_model = in;
   observe.observer = [&](const std::string& name, const Tensor& t) {
     if (std::find(input_names.begin(), input_names.end(), name) != input_names.end()) {
+      if (inputs_in_run++ == 0) ++runs_started;
       if (evaluation.size() < 4) filling.emplace_back(name, t.clone());
       if (filling.size() == input_names.size()) evaluation.push_back(std::move(filling)), filling.clear();
+      if (inputs_in_run == input_names.size()) inputs_in_run = 0;
       return;
     }
+    if (runs_started <= held_out) return;  // a held-out run: compared, never fitted
     if (t.dtype() != DType::kFloat32) throw Error("calibration: '" + name + "' is not float32");
     add_rows(moments[name], t, scratch);
   };
@@ -226,6 +227,14 @@ int cmd_prune(int argc, char** argv) {
   onnx::ModelProto pruned = model;
   onnx_io::inline_external_data(pruned, base_dir);
   std::vector<onnx_io::PrunedBlock> report = onnx_io::prune_blocks(pruned, blocks, moments, opt, base_dir);
+  size_t mean_only = 0;
+  for (const auto& b : report) mean_only += b.refit == "mean into bias";
+  if (mean_only && !quiet)
+    std::fprintf(stderr,
+                 "mminfer prune: note: %zu blocks had fewer calibration rows than twice their kept channels: their\n"
+                 "  output projections keep their rows and take the removed channels' mean into the bias (give\n"
+                 "  more samples for a least-squares refit)\n",
+                 mean_only);
   std::vector<onnx_io::LowRankChoice> factored;
   if (factor)  // on the pruned graph: its projections' inputs are still the ones calibrated
     factored = onnx_io::factor_low_rank(pruned, onnx_io::find_transformer_blocks(pruned.graph()), moments, low_rank, base_dir);
@@ -266,6 +275,8 @@ int cmd_prune(int argc, char** argv) {
       {"attention_error", {{"dropped", mean(heads.error_dropped, heads.blocks)}, {"refitted", mean(heads.error, heads.blocks)}}},
       {"mlp_error", {{"dropped", mean(mlp.error_dropped, mlp.blocks)}, {"refitted", mean(mlp.error, mlp.blocks)}}},
       {"low_rank", nullptr},
+      {"compared_on", held_out ? std::to_string(held_out) + " held-out samples"
+                               : std::to_string(evaluation.size()) + " calibration samples"},
       {"outputs", nlohmann::ordered_json::array()},
       {"skipped", blocks.skipped}};
   size_t low_rank_count = 0;
@@ -318,6 +329,9 @@ int cmd_prune(int argc, char** argv) {
                 "worst error %.4g\n",
                 low_rank.max_error, low_rank_count, factored.size(), low_rank_before * 1e-9, low_rank_after * 1e-9,
                 low_rank_error);
+  std::printf("  outputs compared with the original's on %s:\n",
+              held_out ? (std::to_string(held_out) + " samples held out of the calibration").c_str()
+                       : (std::to_string(evaluation.size()) + " of the calibration samples").c_str());
   for (const auto& o : accuracy)
     std::printf("  %s: cosine to the original min %.6f, mean %.6f, max abs error %.4g\n", o.name.c_str(), o.min_cosine,
                 o.mean_cosine, o.max_abs_error);

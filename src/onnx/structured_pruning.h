@@ -6,7 +6,8 @@
 // (centred) second moment of the projection's input. The least important units of every block go;
 // then the output projection is refitted by least squares on the same statistics
 // (min |X_S W' + b' − (X W + b)|²), so what the removed units carried on average and what the
-// kept ones can express of the rest stays in the block's output.
+// kept ones can express of the rest stays in the block's output. With fewer than twice as many
+// calibration rows as kept channels, only the removed channels' mean moves into the bias.
 #pragma once
 #include <map>
 #include <string>
@@ -44,6 +45,8 @@ struct PrunedBlock {
   // The block's output error on the calibration rows, relative to the output's energy:
   // the removed units' rows dropped, and after the refit (equal without reconstruction).
   double error_dropped = 0, error = 0;
+  // "least squares", "mean into bias" (too few calibration rows for a full refit), or "none".
+  std::string refit;
   // Multiply-adds ×2 per sample of the block's MatMuls (projections; for attention also scores
   // and context, as self-attention over the calibration samples' length), before and after.
   double flops_before = 0, flops_after = 0;
