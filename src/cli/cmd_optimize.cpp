@@ -28,15 +28,6 @@ namespace mminfer::cli {
 
 namespace {
 
-onnx::ModelProto read_model(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw Error("model file not found: " + path);
-  std::ifstream f(path, std::ios::binary);
-  onnx::ModelProto m;
-  if (!f || !m.ParseFromIstream(&f)) throw Error("model is not a valid ONNX protobuf: " + path);
-  return m;
-}
-
 // The candidates the policy puts in INT8 or FP16 (MatMuls; Convs only INT8), by first output
 // name, in graph order, with that precision.
 std::vector<std::pair<std::string, std::string>> policy_layers(const std::string& path, const PrecisionPolicy& policy,
@@ -75,7 +66,7 @@ int write_weight_only(const Args& args, int bits) {
     throw Error("--calib-pipeline with --quantize int4|int8w needs --calib-prompts FILE or --calib DIR");
   const std::string in = args.positional()[0], out = args.get("-o", args.get("--output"));
   const std::string keep = args.get("--keep-fp32");
-  onnx::ModelProto model = read_model(in);
+  onnx::ModelProto model = onnx_io::read_model_proto(in);
   std::string base_dir = std::filesystem::path(in).parent_path().string();
   if (base_dir.empty()) base_dir = ".";
   std::vector<onnx_io::AwqChoice> awq;
@@ -178,7 +169,7 @@ int cmd_optimize(int argc, char** argv) {
   ProgressMode progress_mode = progress_flag(args);
   const bool quiet = args.has("--quiet");
 
-  onnx::ModelProto model = read_model(in);
+  onnx::ModelProto model = onnx_io::read_model_proto(in);
   const bool calibrated = args.has("--calib");
   std::vector<std::string> candidates;
   std::map<std::string, std::string> activation_of;  // candidate -> the activation it quantizes

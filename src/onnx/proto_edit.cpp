@@ -2,10 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
+#include "mminfer/status.h"
 #include "onnx/tensor_proto.h"
 
 namespace mminfer::onnx_io {
+
+onnx::ModelProto read_model_proto(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error("model file not found: " + path);
+  std::ifstream f(path, std::ios::binary);
+  onnx::ModelProto m;
+  if (!f || !m.ParseFromIstream(&f)) throw Error("model is not a valid ONNX protobuf: " + path);
+  return m;
+}
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 

@@ -11,6 +11,9 @@
 
 namespace mminfer::onnx_io {
 
+// The ModelProto in `path`; throws Error when the file is missing or is not ONNX.
+onnx::ModelProto read_model_proto(const std::string& path);
+
 bool is_default_domain(const std::string& d);
 // The default domain's opset version (0 when the model imports none).
 int64_t default_opset(const onnx::ModelProto& model);
