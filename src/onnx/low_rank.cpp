@@ -116,7 +116,7 @@ std::vector<LowRankChoice> factor_low_rank(onnx::ModelProto& model, const Transf
     Factors f = factor(wd, p->rows, p->cols, mo->second, opt.max_error);
     c.rank = f.rank;
     c.error = f.error;
-    const double tokens = mo->second.samples > 0 ? static_cast<double>(mo->second.rows) / static_cast<double>(mo->second.samples) : 0;
+    const double tokens = mo->second.tokens_per_sample();
     c.flops_before = 2 * tokens * static_cast<double>(p->rows * p->cols);
     c.factored = static_cast<double>(f.rank * (p->rows + p->cols)) <= opt.max_cost * static_cast<double>(p->rows * p->cols);
     c.flops_after = c.factored ? 2 * tokens * static_cast<double>(f.rank * (p->rows + p->cols)) : c.flops_before;

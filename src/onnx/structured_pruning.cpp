@@ -334,6 +334,18 @@ Refit choose_and_refit(const InputMoments& mo, const Tensor& w, const Tensor* bi
   return r;
 }
 
+// Names the block in the report, then chooses its units and refits its output projection `out`.
+Refit refit_output(const Rewriter& rw, const char* kind, const std::string& input, const Projection& out,
+                   const InputMoments& mo, int64_t units, int64_t width, double share, bool reconstruct,
+                   PrunedBlock* report) {
+  report->kind = kind;
+  report->input = input;
+  report->output_weight = out.weight;
+  report->output_bias = out.bias;
+  Tensor w = rw.read(out.weight), bias = out.bias_add >= 0 ? rw.read(out.bias) : Tensor();
+  return choose_and_refit(mo, w, out.bias_add >= 0 ? &bias : nullptr, units, width, share, reconstruct, report);
+}
+
 int64_t params(const Projection& p) { return p.rows * p.cols + (p.bias_add >= 0 ? p.cols : 0); }
 
 }  // namespace
@@ -348,13 +360,8 @@ std::vector<PrunedBlock> prune_blocks(onnx::ModelProto& model, const Transformer
     if (opt.heads <= 0 || it == moments.end() || it->second.rows == 0) continue;
     const InputMoments& mo = it->second;
     PrunedBlock rep;
-    rep.kind = "attention";
-    rep.input = b.merged;
-    rep.output_weight = b.o.weight;
-    rep.output_bias = b.o.bias;
-    Tensor w = rw.read(b.o.weight), bias = b.o.bias_add >= 0 ? rw.read(b.o.bias) : Tensor();
-    Refit r = choose_and_refit(mo, w, b.o.bias_add >= 0 ? &bias : nullptr, b.heads, b.head_dim, opt.heads, opt.reconstruct, &rep);
-    const double tokens = mo.samples > 0 ? static_cast<double>(mo.rows) / static_cast<double>(mo.samples) : 0;
+    Refit r = refit_output(rw, "attention", b.merged, b.o, mo, b.heads, b.head_dim, opt.heads, opt.reconstruct, &rep);
+    const double tokens = mo.tokens_per_sample();
     auto flops = [&](int64_t heads) {
       const double width = static_cast<double>(heads * b.head_dim);
       return 2 * tokens * (static_cast<double>(b.q.rows + b.k.rows + b.v.rows) * width + width * static_cast<double>(b.o.cols)) +
@@ -378,13 +385,8 @@ std::vector<PrunedBlock> prune_blocks(onnx::ModelProto& model, const Transformer
     if (opt.mlp <= 0 || it == moments.end() || it->second.rows == 0) continue;
     const InputMoments& mo = it->second;
     PrunedBlock rep;
-    rep.kind = "mlp";
-    rep.input = b.hidden;
-    rep.output_weight = b.down.weight;
-    rep.output_bias = b.down.bias;
-    Tensor w = rw.read(b.down.weight), bias = b.down.bias_add >= 0 ? rw.read(b.down.bias) : Tensor();
-    Refit r = choose_and_refit(mo, w, b.down.bias_add >= 0 ? &bias : nullptr, b.up.cols, 1, opt.mlp, opt.reconstruct, &rep);
-    const double tokens = mo.samples > 0 ? static_cast<double>(mo.rows) / static_cast<double>(mo.samples) : 0;
+    Refit r = refit_output(rw, "mlp", b.hidden, b.down, mo, b.up.cols, 1, opt.mlp, opt.reconstruct, &rep);
+    const double tokens = mo.tokens_per_sample();
     auto flops = [&](int64_t hidden) {
       return 2 * tokens * static_cast<double>(hidden) * static_cast<double>(b.up.rows + b.down.cols);
     };

@@ -25,7 +25,10 @@ struct InputMoments {
   std::vector<double> xx;  // [channels, channels]
   std::vector<double> x;   // [channels]
   int64_t rows = 0;
-  int64_t samples = 0;     // batch elements that added rows (rows / samples: tokens per sample)
+  int64_t samples = 0;     // batch elements that added rows
+  double tokens_per_sample() const {
+    return samples > 0 ? static_cast<double>(rows) / static_cast<double>(samples) : 0;
+  }
 };
 
 struct PruneOptions {
