@@ -11,6 +11,7 @@ int cmd_ocr(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_embed(int argc, char** argv);
 int cmd_classify(int argc, char** argv);
+int cmd_staged(int argc, char** argv);
 int cmd_loadgen(int argc, char** argv);
 int cmd_optimize(int argc, char** argv);
 int cmd_prune(int argc, char** argv);

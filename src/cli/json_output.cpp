@@ -27,9 +27,11 @@ void JsonResults::add(nlohmann::ordered_json result) {
   }
 }
 
-void JsonResults::finish() {
+void JsonResults::finish(const nlohmann::ordered_json& extra) {
   if (form_ != JsonForm::kDocument) return;
-  std::printf("%s\n", json_text(nlohmann::ordered_json{{"results", results_}}).c_str());
+  nlohmann::ordered_json doc{{"results", results_}};
+  for (const auto& [key, value] : extra.items()) doc[key] = value;
+  std::printf("%s\n", json_text(doc).c_str());
   std::fflush(stdout);
   results_ = nlohmann::ordered_json::array();
 }

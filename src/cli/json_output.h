@@ -19,8 +19,9 @@ class JsonResults {
   bool on() const { return form_ != JsonForm::kNone; }
   // One input's result: printed now with --jsonl, kept for the document with --json.
   void add(nlohmann::ordered_json result);
-  // With --json, prints the document; does nothing otherwise.
-  void finish();
+  // With --json, prints the document, with the members of `extra` after "results"; does
+  // nothing otherwise.
+  void finish(const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
 
  private:
   JsonForm form_;

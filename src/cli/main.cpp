@@ -28,6 +28,7 @@ void usage(std::FILE* out) {
       "  ocr IMAGE...                     text lines of images (PP-OCRv4)\n"
       "  embed --pipeline DIR (--image F | --text S | --audio F)...  normalized embeddings\n"
       "  classify --pipeline DIR --image F... --labels \"a,b,c\"  zero-shot label probabilities (clip)\n"
+      "  staged --pipeline DIR INPUT...   a shared encoder, then gated stages (topic, layout, render...)\n"
       "  generate --pipeline DIR PROMPT...  text from a language model, streamed as it is made\n"
       "  transcribe --pipeline DIR AUDIO...  speech to text with a Whisper-style model\n"
       "  caption --pipeline DIR IMAGE...  text of images with an image-to-text model\n"
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
     if (cmd == "serve") return mminfer::cli::cmd_serve(argc, argv);
     if (cmd == "embed") return mminfer::cli::cmd_embed(argc, argv);
     if (cmd == "classify") return mminfer::cli::cmd_classify(argc, argv);
+    if (cmd == "staged") return mminfer::cli::cmd_staged(argc, argv);
     if (cmd == "loadgen") return mminfer::cli::cmd_loadgen(argc, argv);
     if (cmd == "optimize") return mminfer::cli::cmd_optimize(argc, argv);
     if (cmd == "prune") return mminfer::cli::cmd_prune(argc, argv);

@@ -42,6 +42,8 @@ std::unique_ptr<Embedder> open_embedder(const Manifest& m, const SessionOptions&
       throw Error(m.path + ": an ocr pipeline makes no embeddings (mminfer ocr reads text)");
     case PipelineType::kAudioEncoder:
       return std::make_unique<audio_encoder::AudioEmbedder>(m, session);
+    case PipelineType::kStaged:
+      throw Error(m.path + ": a staged pipeline makes no embeddings (mminfer staged runs its stages)");
   }
   throw Error(m.path + ": unknown pipeline type");
 }

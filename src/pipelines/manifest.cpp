@@ -24,12 +24,14 @@ struct TypeInfo {
 };
 
 // The roles each type cannot run without; optional roles (ocr's cls) are the pipeline's business.
-// audio-encoder's roles belong to its pipeline, which checks them when it is built.
+// audio-encoder's roles belong to its pipeline, which checks them when it is built; a staged
+// pipeline checks that each of its stages has a file.
 const std::vector<TypeInfo>& types() {
   static const std::vector<TypeInfo> t = {
       {PipelineType::kClip, "clip", {"image_encoder", "text_encoder", "tokenizer"}},
       {PipelineType::kOcr, "ocr", {"det", "rec", "keys"}},
       {PipelineType::kAudioEncoder, "audio-encoder", {}},
+      {PipelineType::kStaged, "staged", {"encoder"}},
   };
   return t;
 }

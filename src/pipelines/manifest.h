@@ -22,9 +22,9 @@
 
 namespace mminfer::pipelines {
 
-enum class PipelineType { kClip, kOcr, kAudioEncoder };
+enum class PipelineType { kClip, kOcr, kAudioEncoder, kStaged };
 
-const char* type_name(PipelineType t);  // "clip", "ocr", "audio-encoder"
+const char* type_name(PipelineType t);  // "clip", "ocr", "audio-encoder", "staged"
 
 struct Manifest {
   std::string dir;   // the pipeline folder

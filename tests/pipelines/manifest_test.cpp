@@ -116,7 +116,7 @@ TEST_F(ManifestTest, BadJsonAndTypes) {
   EXPECT_NE(error_for("").find("not JSON"), std::string::npos);
   EXPECT_NE(error_for("{\"type\": \"clip\",\n  oops}").find("not JSON: parse error at line 2"), std::string::npos);
   EXPECT_NE(error_for("[1, 2]").find("must hold a JSON object, not a list"), std::string::npos);
-  EXPECT_NE(error_for("{}").find("type is missing (one of clip, ocr, audio-encoder)"), std::string::npos);
+  EXPECT_NE(error_for("{}").find("type is missing (one of clip, ocr, audio-encoder, staged)"), std::string::npos);
   EXPECT_NE(error_for(R"({"type": 3})").find("type must be a string"), std::string::npos);
   EXPECT_NE(error_for(R"({"type": "detr\n"})").find("type 'detr\\n' is not a pipeline type"), std::string::npos);
 }

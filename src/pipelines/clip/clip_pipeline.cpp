@@ -6,6 +6,7 @@
 
 #include "core/one_line.h"
 #include "modal/text/unicode.h"
+#include "pipelines/pipeline_models.h"
 
 namespace mminfer::clip {
 
@@ -13,13 +14,6 @@ namespace {
 
 using pipelines::Embedding;
 using pipelines::Manifest;
-
-std::unique_ptr<Session> open_model(const Manifest& m, const std::string& role, const SessionOptions& opts) {
-  std::unique_ptr<Session> s;
-  Status st = Session::load(m.file(role), opts, &s);
-  if (!st) throw Error(m.path + ": files." + role + ": " + st.message());
-  return s;
-}
 
 // A tower computing only its embedding output, so the passes skip work nothing else needs (the
 // last layer's MLP for every token but the pooled one). When that fails, the tower loads whole
@@ -32,7 +26,7 @@ std::unique_ptr<Session> open_tower(const Manifest& m, const std::string& role, 
   Status st = Session::load(m.file(role), opts, &s);
   if (st) return s;
   opts.outputs.clear();
-  return open_model(m, role, opts);
+  return pipelines::open_role(m, role, opts);
 }
 
 // Index of the output named by outputs.<key> (default `key`); a model with a single output
@@ -47,25 +41,6 @@ size_t output_index(const Manifest& m, const Session& s, const std::string& key,
   for (const ValueInfo& o : outs) names += (names.empty() ? "" : ", ") + one_line(o.name);
   throw Error(m.key_error("outputs", key, "names '" + one_line(name) + "', which the " + role + " (" + m.file(role) +
                                               ") does not output; it outputs " + names));
-}
-
-image::ClipPreprocess read_image_preprocess(const Manifest& m) {
-  image::ClipPreprocess p;
-  int64_t size = m.integer("preprocess", "image_size", p.size);
-  if (size < 1 || size > 4096) throw Error(m.key_error("preprocess", "image_size", "must be between 1 and 4096"));
-  p.size = static_cast<int>(size);
-  auto triple = [&](const char* key, std::array<float, 3>& dst, bool positive) {
-    std::vector<double> v = m.numbers("preprocess", key, {dst[0], dst[1], dst[2]});
-    if (v.size() != 3) throw Error(m.key_error("preprocess", key, "must hold 3 numbers (R, G, B)"));
-    for (size_t c = 0; c < 3; ++c) {
-      if (!std::isfinite(v[c]) || (positive && !(v[c] > 0)))
-        throw Error(m.key_error("preprocess", key, positive ? "must hold positive numbers" : "must hold finite numbers"));
-      dst[c] = static_cast<float>(v[c]);
-    }
-  };
-  triple("mean", p.norm.mean, false);
-  triple("std", p.norm.std, true);
-  return p;
 }
 
 // A model input of [batch, ...]: fixed dims other than the batch must equal `want`.
@@ -110,7 +85,7 @@ ClipPipeline::ClipPipeline(const Manifest& m, const SessionOptions& session)
     : Embedder("the " + std::string(pipelines::type_name(m.type)) + " pipeline in " + m.dir) {
   if (m.type != pipelines::PipelineType::kClip)
     throw Error(m.path + ": type is '" + pipelines::type_name(m.type) + "', not a clip pipeline");
-  preprocess_ = read_image_preprocess(m);
+  preprocess_ = pipelines::read_image_preprocess(m);
   int64_t context = m.integer("preprocess", "context_length", 77);
   if (context < 2 || context > 4096) throw Error(m.key_error("preprocess", "context_length", "must be between 2 and 4096"));
   context_length_ = static_cast<size_t>(context);

@@ -70,7 +70,7 @@ std::optional<GenerativeFolder> detect_generative_folder(const fs::path& dir) {
     std::string type = manifest.value("type", "");
     for (const KindInfo& k : kKinds)
       if (type == k.name) return GenerativeFolder{k.kind, "pipeline.json type '" + type + "'"};
-    if (type == "clip" || type == "ocr" || type == "audio-encoder") return std::nullopt;
+    if (type == "clip" || type == "ocr" || type == "audio-encoder" || type == "staged") return std::nullopt;
     throw Error((dir / "pipeline.json").string() + ": unknown type '" + type +
                 "' (generative types: text-generation, speech-to-text, image-to-text, vision-language)");
   }

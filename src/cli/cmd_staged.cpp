@@ -1,0 +1,130 @@
+// mminfer staged --pipeline DIR INPUT... : a staged pipeline's stages for each image or .npy
+// tensor, the encoder once per input and each gated stage only where its gate lets it run.
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/input_files.h"
+#include "cli/json_output.h"
+#include "cli/output_text.h"
+#include "core/npy.h"
+#include "modal/image/image.h"
+#include "pipelines/staged/staged_pipeline.h"
+
+namespace mminfer::cli {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json values_json(const Tensor& t, size_t dim, int64_t* at) {
+  if (dim == t.rank()) {
+    int64_t k = (*at)++;
+    if (t.dtype() == DType::kInt64) return t.data<int64_t>()[k];
+    return t.data<float>()[k];
+  }
+  ordered_json list = ordered_json::array();
+  for (int64_t i = 0; i < t.dim(dim); ++i) list.push_back(values_json(t, dim + 1, at));
+  return list;
+}
+
+// A result as JSON: a number for one value, nested lists otherwise.
+ordered_json result_json(const Tensor& t) {
+  int64_t at = 0;
+  return values_json(t, 0, &at);
+}
+
+bool is_npy(const std::vector<uint8_t>& bytes) { return bytes.size() >= 6 && std::string(bytes.begin(), bytes.begin() + 6) == "\x93NUMPY"; }
+
+}  // namespace
+
+int cmd_staged(int argc, char** argv) {
+  Args args(argc, argv, 2, with_precision_flags({"--pipeline", "--seed", "--threads"}), {"--help", "--json", "--jsonl"});
+  if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
+    std::fputs(
+        "usage: mminfer staged --pipeline DIR INPUT... [--seed S] [--json | --jsonl] [--threads N] [--precision SPEC]\n"
+        "  runs a staged pipeline: its encoder once per input, then its stages in order, each skipped for\n"
+        "  the inputs where its gate's stage is confident enough (the stage then gives its default)\n"
+        "  INPUT: an image, or a .npy tensor of one input's shape for the encoder\n"
+        "  --seed S: the seed of sampling stages (0); input k's draws depend on S and k only\n"
+        "  --json: one document {\"results\": [{\"file\", \"stages\": {NAME: {\"ran\", \"result\", \"confidence\"}}}],\n"
+        "    \"work\": [{\"model\", \"ran\", \"skipped\", \"ms\"}]}; --jsonl: a result a line\n",
+        args.usage_stream());
+    return args.has("--help") ? 0 : 2;
+  }
+  SessionOptions session;
+  session.threads = threads_flag(args);
+  session.precision = precision_flags(args);
+  const int64_t seed = static_cast<int64_t>(args.get_double("--seed", 0));
+  if (seed < 0 || args.get_double("--seed", 0) != static_cast<double>(seed)) throw Error("--seed takes a whole number, 0 or more");
+  pipelines::Manifest manifest = pipelines::read_manifest(args.get("--pipeline"));
+  if (manifest.type != pipelines::PipelineType::kStaged)
+    throw Error("staged needs a staged pipeline; " + manifest.path + " is type '" + pipelines::type_name(manifest.type) + "'");
+  staged::StagedPipeline pipeline(manifest, session);
+  const auto& stages = pipeline.config().stages;
+
+  const std::vector<std::string>& files = args.positional();
+  std::vector<std::string> errors(files.size());
+  std::vector<std::vector<staged::StageRun>> runs(files.size());
+  std::vector<image::Image> images;
+  std::vector<uint64_t> image_ids;
+  for (size_t i = 0; i < files.size(); ++i) {
+    try {
+      std::vector<uint8_t> bytes = read_input_file(files[i]);
+      if (!is_npy(bytes)) {
+        images.push_back(image::decode_image(bytes));
+        image_ids.push_back(i);
+        continue;
+      }
+      Tensor one = parse_npy(std::string(bytes.begin(), bytes.end()), files[i]);
+      Shape batched{1};
+      batched.insert(batched.end(), one.shape().begin(), one.shape().end());
+      const uint64_t id = i;
+      runs[i] = pipeline.run_tensor(Tensor::alias(one, one.dtype(), batched, one.raw()), static_cast<uint64_t>(seed), {&id, 1})[0];
+    } catch (const Error& e) {
+      errors[i] = e.what();
+    }
+  }
+  if (!images.empty()) {
+    std::vector<std::vector<staged::StageRun>> got = pipeline.run_images(images, static_cast<uint64_t>(seed), image_ids);
+    for (size_t k = 0; k < got.size(); ++k) runs[image_ids[k]] = std::move(got[k]);
+  }
+
+  JsonResults json(json_flag(args));
+  int failures = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!errors[i].empty()) {
+      ++failures;
+      if (json.on()) json.add({{"file", files[i]}, {"error", errors[i]}});
+      std::fprintf(stderr, "mminfer staged: error: %s: %s\n", one_line_text(files[i]).c_str(), errors[i].c_str());
+      continue;
+    }
+    ordered_json by_stage = ordered_json::object();
+    std::string line = one_line_text(files[i]) + ":";
+    for (size_t s = 0; s < stages.size(); ++s) {
+      const staged::StageRun& run = runs[i][s];
+      ordered_json one = {{"ran", run.ran}, {"result", result_json(run.result)}};
+      if (run.confidence >= 0) one["confidence"] = run.confidence;
+      line += " " + stages[s].name + "=" + short_text(one["result"].dump());
+      if (!run.ran) line += " (default)";
+      else if (run.confidence >= 0) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " (%.3f)", run.confidence);
+        line += buf;
+      }
+      by_stage[stages[s].name] = std::move(one);
+    }
+    if (json.on()) json.add({{"file", files[i]}, {"stages", by_stage}});
+    else std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  const staged::StagedTotals& totals = pipeline.totals();
+  ordered_json work = ordered_json::array();
+  work.push_back({{"model", "encoder"}, {"ran", totals.encoded}, {"skipped", 0}, {"ms", totals.encoder_ms}});
+  for (size_t s = 0; s < stages.size(); ++s)
+    work.push_back({{"model", stages[s].name}, {"ran", totals.ran[s]}, {"skipped", totals.skipped[s]}, {"ms", totals.stage_ms[s]}});
+  json.finish({{"work", work}});
+  return failures ? 1 : 0;
+}
+
+}  // namespace mminfer::cli
