@@ -31,6 +31,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 SIZE = 32
 MEAN = [0.5, 0.4, 0.3]
 STD = [0.25, 0.2, 0.3]
@@ -331,7 +333,10 @@ def main():
             failures.append(f"render after the draw {r['stages']['layout']['result']}: {r['stages']['render']['result']} vs {want_render}")
             break
 
-    # 4. Bad folders and bad inputs.
+    # 4. Served: KServe v2 BYTES images in, each image's stages as JSON out, as the CLI gives them.
+    failures += served(args, root, gated, images[:6], got["results"][:6], junk_bytes=b"not an image")
+
+    # 5. Bad folders and bad inputs.
     def bad(doc, needle):
         out = run(args, folder.with_manifest(doc), npys[:1], expect_ok=False)
         if out.returncode == 0 or needle not in out.stderr or len(out.stderr.strip().splitlines()) != 1:
@@ -386,8 +391,58 @@ def main():
         for f in failures[:20]:
             print("  " + f, file=sys.stderr)
         return 1
-    print(f"staged pipeline: {n} inputs match torch ungated and gated; sampling reproducible; 11 bad folders refused")
+    print(f"staged pipeline: {n} inputs match torch ungated and gated; sampling reproducible; served over KServe v2; "
+          "11 bad folders refused")
     return 0
+
+
+def served(args, root, folder, images, expected, junk_bytes):
+    """`mminfer serve` on a repository holding `folder`: the stages of `images` equal `expected`;
+    a junk image is a 400 naming its element. Returns the failures."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "serve"))
+    from serve_harness import Server  # noqa: E402
+    import struct
+    repo = os.path.join(root, "repository")
+    shutil.copytree(folder, os.path.join(repo, "stages", "1"))
+    failures = []
+    server = Server(args.mminfer, repo)
+    try:
+        server.wait_ready()
+        meta = server.get("/v2/models/stages").json()
+        if [o["name"] for o in meta["outputs"]] != ["stages"] or [i["name"] for i in meta["inputs"]] != ["image"]:
+            failures.append(f"served metadata {meta}")
+
+        def infer(elements):
+            blobs = b"".join(struct.pack("<I", len(e)) + e for e in elements)
+            head = json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [len(elements)],
+                                           "parameters": {"binary_data_size": len(blobs)}}]}).encode()
+            return server.request("POST", "/v2/models/stages/infer", body=head + blobs,
+                                  headers={"Content-Type": "application/octet-stream",
+                                           "Inference-Header-Content-Length": str(len(head))})
+
+        data = []
+        for path in images:
+            with open(path, "rb") as f:
+                data.append(f.read())
+        r = infer(data)
+        if r.status != 200:
+            failures.append(f"served infer: {r.status} {r.body[:300]!r}")
+        else:
+            out = r.json()["outputs"][0]
+            answers = [json.loads(e) for e in out["data"]]
+            if out["name"] != "stages" or out["shape"] != [len(images)]:
+                failures.append(f"served output {out['name']} {out['shape']}")
+            for path, a, want in zip(images, answers, expected):
+                if not same(a, want["stages"]):
+                    failures.append(f"served {path}: {a} vs the CLI's {want['stages']}")
+        r = infer([data[0], junk_bytes])
+        if r.status != 400 or "element 1" not in r.error():
+            failures.append(f"a junk image among good ones: {r.status} {r.error()}")
+        if not server.alive():
+            failures.append("the server died")
+    finally:
+        server.stop()
+    return failures
 
 
 def reference_render(models, pixels, layout):

@@ -9,6 +9,7 @@
 #include "cli/output_text.h"
 #include "core/npy.h"
 #include "modal/image/image.h"
+#include "pipelines/staged/stage_json.h"
 #include "pipelines/staged/staged_pipeline.h"
 
 namespace mminfer::cli {
@@ -16,23 +17,6 @@ namespace mminfer::cli {
 namespace {
 
 using nlohmann::ordered_json;
-
-ordered_json values_json(const Tensor& t, size_t dim, int64_t* at) {
-  if (dim == t.rank()) {
-    int64_t k = (*at)++;
-    if (t.dtype() == DType::kInt64) return t.data<int64_t>()[k];
-    return t.data<float>()[k];
-  }
-  ordered_json list = ordered_json::array();
-  for (int64_t i = 0; i < t.dim(dim); ++i) list.push_back(values_json(t, dim + 1, at));
-  return list;
-}
-
-// A result as JSON: a number for one value, nested lists otherwise.
-ordered_json result_json(const Tensor& t) {
-  int64_t at = 0;
-  return values_json(t, 0, &at);
-}
 
 bool is_npy(const std::vector<uint8_t>& bytes) { return bytes.size() >= 6 && std::string(bytes.begin(), bytes.begin() + 6) == "\x93NUMPY"; }
 
@@ -99,20 +83,18 @@ int cmd_staged(int argc, char** argv) {
       std::fprintf(stderr, "mminfer staged: error: %s: %s\n", one_line_text(files[i]).c_str(), errors[i].c_str());
       continue;
     }
-    ordered_json by_stage = ordered_json::object();
+    ordered_json by_stage = staged::stages_json(pipeline.config(), runs[i]);
     std::string line = one_line_text(files[i]) + ":";
     for (size_t s = 0; s < stages.size(); ++s) {
       const staged::StageRun& run = runs[i][s];
-      ordered_json one = {{"ran", run.ran}, {"result", result_json(run.result)}};
-      if (run.confidence >= 0) one["confidence"] = run.confidence;
-      line += " " + stages[s].name + "=" + short_text(one["result"].dump());
-      if (!run.ran) line += " (default)";
-      else if (run.confidence >= 0) {
+      line += " " + stages[s].name + "=" + short_text(by_stage[stages[s].name]["result"].dump());
+      if (!run.ran) {
+        line += " (default)";
+      } else if (run.confidence >= 0) {
         char buf[32];
         std::snprintf(buf, sizeof buf, " (%.3f)", run.confidence);
         line += buf;
       }
-      by_stage[stages[s].name] = std::move(one);
     }
     if (json.on()) json.add({{"file", files[i]}, {"stages", by_stage}});
     else std::printf("%s\n", line.c_str());

@@ -122,4 +122,22 @@ void FeatureStore::ocr(ServedModel& model, std::string image, CacheDirectives ca
   resolve(key, model.config().cache, cache, start, std::move(done));
 }
 
+void FeatureStore::stages(ServedModel& model, std::string image, CacheDirectives cache, OutcomeFn done) {
+  if (!within_limits(model, Modality::kImage, image, done)) return;
+  CacheKey key = CacheKey::for_bytes(image, "image", model.name() + "@" + std::to_string(model.version()), model.preprocess_id(), "staged");
+  auto start = [&model, &image](OutcomeFn finish) {
+    return model.run_staged(Bytes(image.begin(), image.end()), [finish](BatchQueue<Bytes, std::string>::Result r) {
+      Outcome o;
+      if (!r.error.empty()) {
+        o.status = 400;
+        o.error = std::move(r.error);
+      } else {
+        o.value = std::make_shared<const std::string>(std::move(r.value));
+      }
+      finish(std::move(o));
+    });
+  };
+  resolve(key, model.config().cache, cache, start, std::move(done));
+}
+
 }  // namespace mminfer::serve

@@ -38,6 +38,8 @@ class FeatureStore {
   void embedding(ServedModel& model, Modality m, std::string input, CacheDirectives cache, OutcomeFn done);
   // value: the lines as JSON text.
   void ocr(ServedModel& model, std::string image, CacheDirectives cache, OutcomeFn done);
+  // value: a staged pipeline's stages for the image as JSON text.
+  void stages(ServedModel& model, std::string image, CacheDirectives cache, OutcomeFn done);
   // no_cache alone (Cache-Control: no-cache).
   void embedding(ServedModel& model, Modality m, std::string input, bool no_cache, OutcomeFn done) {
     embedding(model, m, std::move(input), CacheDirectives{no_cache, false}, std::move(done));

@@ -236,6 +236,23 @@ void Server::kserve_pipeline_infer(const HttpRequest& req, const std::shared_ptr
     return;
   }
 
+  if (model->is_staged()) {
+    std::vector<std::string>& images = request->inputs.at(0).elements;
+    auto gather = std::make_shared<Gather>();
+    gather->outcomes.resize(images.size());
+    gather->left = images.size();
+    gather->finish = [fail, answer](std::vector<Outcome>& outcomes) {
+      ResponseTensor stages{"stages", "BYTES", {static_cast<int64_t>(outcomes.size())}, {}, {}};
+      for (size_t i = 0; i < outcomes.size(); ++i) {
+        if (!outcomes[i].value) return fail(outcomes[i].status, "input 'image' element " + std::to_string(i) + ": " + outcomes[i].error);
+        stages.bytes.push_back(*outcomes[i].value);
+      }
+      answer({stages});
+    };
+    for (size_t i = 0; i < images.size(); ++i) features_.stages(*model, std::move(images[i]), bypass, Gather::slot(gather, i));
+    return;
+  }
+
   // Embedding pipelines: every element of every input is one embedding; "<input>_embedding"
   // answers each input given. An output asked for whose input is absent is refused.
   for (const std::string& o : request->outputs.names) {

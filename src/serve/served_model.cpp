@@ -12,6 +12,7 @@
 #include "pipelines/embedding_accuracy.h"
 #include "pipelines/generation/generative_folder.h"
 #include "pipelines/manifest.h"
+#include "pipelines/staged/stage_json.h"
 #include "serve/embedding_dimensions.h"
 #include "serve/folder_digest.h"
 #include "serve/sha256.h"
@@ -156,6 +157,16 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
     kind_ = pipelines::type_name(m.type);
     preprocess_id_ = sha256_hex(kind_ + "|" + m.preprocess.dump() + "|" + dir + "|" + std::to_string(version_) + "|" +
                                 folder_digest(dir));
+    if (m.type == pipelines::PipelineType::kStaged) {
+      refuse_min_cosine();
+      std::vector<BatchQueue<Bytes, std::string>::RunBatch> runs;
+      for (int k = 0; k < config_.instances; ++k) {
+        stageds_.push_back(std::make_unique<staged::StagedPipeline>(m, config_.session));
+        runs.push_back([this, p = stageds_.back().get()](std::vector<Bytes>& in) { return run_stages(*p, in); });
+      }
+      staged_q_ = std::make_unique<BatchQueue<Bytes, std::string>>(config_.batching, std::move(runs), observe_as("staged"));
+      return;
+    }
     if (m.type == pipelines::PipelineType::kOcr) {
       refuse_min_cosine();
       std::vector<BatchQueue<Bytes, std::vector<ocr::OcrLine>>::RunBatch> runs;
@@ -257,6 +268,7 @@ ServedModel::~ServedModel() {
   audio_q_.reset();
   text_q_.reset();
   ocr_q_.reset();
+  staged_q_.reset();
   tensor_q_.reset();
   speech_q_.reset();
 }
@@ -308,6 +320,34 @@ std::vector<BatchResult<std::vector<ocr::OcrLine>>> ServedModel::read_lines(ocr:
     }
   }
   return out;
+}
+
+std::vector<BatchResult<std::string>> ServedModel::run_stages(staged::StagedPipeline& pipeline, std::vector<Bytes>& encoded) {
+  std::vector<BatchResult<std::string>> out(encoded.size());
+  auto [images, decoded] = decode_each(encoded, out, decode_options());
+  // Every image draws as input 0 with seed 0: its stages depend on its bytes alone, as the
+  // result cache that may answer it next time assumes.
+  const std::vector<uint64_t> ids(images.size(), 0);
+  auto answer = [&](size_t k, const std::vector<staged::StageRun>& runs) {
+    out[decoded[k]].value = staged::stages_json(pipeline.config(), runs).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  try {
+    std::vector<std::vector<staged::StageRun>> runs = pipeline.run_images(images, 0, ids);
+    for (size_t k = 0; k < decoded.size(); ++k) answer(k, runs[k]);
+  } catch (const std::exception&) {  // find the image at fault: each alone
+    for (size_t k = 0; k < decoded.size(); ++k) {
+      try {
+        answer(k, pipeline.run_images({&images[k], 1}, 0, {&ids[k], 1})[0]);
+      } catch (const std::exception& e) {
+        out[decoded[k]].error = e.what();
+      }
+    }
+  }
+  return out;
+}
+
+bool ServedModel::run_staged(Bytes encoded, StagedDone done) {
+  return staged_q_ && staged_q_->push(std::move(encoded), std::move(done));
 }
 
 bool ServedModel::ocr(Bytes encoded, OcrDone done) { return ocr_q_ && ocr_q_->push(std::move(encoded), std::move(done)); }
@@ -392,7 +432,10 @@ std::string ServedModel::platform() const { return sessions_.empty() ? "mminfer_
 
 PipelineSignature ServedModel::pipeline_signature() const {
   PipelineSignature sig;
-  if (!ocrs_.empty()) {
+  if (!stageds_.empty()) {
+    sig.inputs.push_back({"image", "BYTES", {-1}, true});
+    sig.outputs.push_back({"stages", "BYTES", {-1}});  // per image, JSON: {stage: {"ran", "result", "confidence"}}
+  } else if (!ocrs_.empty()) {
     sig.inputs.push_back({"image", "BYTES", {1}, true});
     sig.outputs.push_back({"text", "BYTES", {-1}});   // each line's text, in reading order
     sig.outputs.push_back({"lines", "BYTES", {-1}});  // each line as JSON: {"text", "score", "box"}

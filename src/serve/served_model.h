@@ -1,5 +1,5 @@
 // One version of one model of the repository, loaded and ready: a plain ONNX model (tensors in,
-// tensors out), a pipeline folder (ocr, clip, audio-encoder) or a text-generation folder (served
+// tensors out), a pipeline folder (ocr, clip, audio-encoder, staged) or a text-generation folder (served
 // with continuous batching, served_generator.h). Each modality it takes has its
 // own BatchQueue and worker, so image and text requests of a CLIP pipeline batch separately
 // and run at the same time on their own towers.
@@ -23,6 +23,7 @@
 #include "pipelines/embedding_accuracy.h"
 #include "pipelines/generation/speech_to_text.h"
 #include "pipelines/ocr/ocr_pipeline.h"
+#include "pipelines/staged/staged_pipeline.h"
 #include "serve/batch_queue.h"
 #include "serve/kserve_bytes.h"
 #include "serve/model_config.h"
@@ -53,7 +54,7 @@ class ServedModel {
 
   const std::string& name() const { return name_; }
   int version() const { return version_; }
-  const std::string& kind() const { return kind_; }  // "onnx", "ocr", "clip", "audio-encoder", "text-generation"
+  const std::string& kind() const { return kind_; }  // "onnx", "ocr", "clip", "audio-encoder", "staged", "text-generation"
   const ModelConfig& config() const { return config_; }
   // A digest of what turns raw bytes into results (the manifest's preprocess section and the
   // contents of every file of the version folder, read once at load): part of every cache key,
@@ -70,6 +71,7 @@ class ServedModel {
 
   bool takes(Modality m) const;
   bool is_ocr() const { return !ocrs_.empty(); }
+  bool is_staged() const { return !stageds_.empty(); }
   bool is_tensor_model() const { return !sessions_.empty(); }
   const pipelines::Embedder* embedder() const { return embedders_.empty() ? nullptr : embedders_[0].get(); }
   ServedGenerator* generator() const { return generator_.get(); }  // null unless text-generation
@@ -89,12 +91,14 @@ class ServedModel {
   using OcrDone = std::function<void(BatchResult<std::vector<ocr::OcrLine>>)>;
   using TensorsDone = std::function<void(BatchResult<std::vector<Tensor>>)>;
   using TranscriptDone = std::function<void(BatchResult<pipelines::Transcript>)>;
+  using StagedDone = std::function<void(BatchResult<std::string>)>;  // the stages as JSON
 
   // Each returns false, without calling `done`, when that queue is full.
   bool embed_image(Bytes encoded, EmbeddingDone done);
   bool embed_text(std::string text, EmbeddingDone done);
   bool embed_audio(Bytes encoded, EmbeddingDone done);
   bool ocr(Bytes encoded, OcrDone done);
+  bool run_staged(Bytes encoded, StagedDone done);
   bool infer(std::vector<NamedTensor> inputs, TensorsDone done);
   bool transcribe(TranscribeJob job, TranscriptDone done);
 
@@ -132,6 +136,7 @@ class ServedModel {
     if (text_q_) n += f(*text_q_);
     if (audio_q_) n += f(*audio_q_);
     if (ocr_q_) n += f(*ocr_q_);
+    if (staged_q_) n += f(*staged_q_);
     if (tensor_q_) n += f(*tensor_q_);
     if (speech_q_) n += f(*speech_q_);
     return n;
@@ -146,6 +151,8 @@ class ServedModel {
   void check_accuracy(const pipelines::Manifest& manifest, const pipelines::ProbeEmbeddings& reference);
   // One OCR batch: images that do not decode fail alone; the rest are read together.
   std::vector<BatchResult<std::vector<ocr::OcrLine>>> read_lines(ocr::OcrPipeline& ocr, std::vector<Bytes>& encoded);
+  // One staged batch, the same way: each image's stages as JSON.
+  std::vector<BatchResult<std::string>> run_stages(staged::StagedPipeline& pipeline, std::vector<Bytes>& encoded);
 
   std::string name_;
   int version_;
@@ -161,6 +168,7 @@ class ServedModel {
   // One per instance (config.json "instances"); only one of the three is used.
   std::vector<std::unique_ptr<Session>> sessions_;
   std::vector<std::unique_ptr<ocr::OcrPipeline>> ocrs_;
+  std::vector<std::unique_ptr<staged::StagedPipeline>> stageds_;
   std::vector<std::unique_ptr<pipelines::Embedder>> embedders_;
   std::vector<std::unique_ptr<pipelines::SpeechToText>> speech_;
   // Last: destroyed first, so they drain while what they run still exists.
@@ -168,6 +176,7 @@ class ServedModel {
   std::unique_ptr<BatchQueue<std::string, Embedding>> text_q_;
   std::unique_ptr<BatchQueue<Bytes, Embedding>> audio_q_;
   std::unique_ptr<BatchQueue<Bytes, std::vector<ocr::OcrLine>>> ocr_q_;
+  std::unique_ptr<BatchQueue<Bytes, std::string>> staged_q_;
   std::unique_ptr<BatchQueue<std::vector<NamedTensor>, std::vector<Tensor>>> tensor_q_;
   std::unique_ptr<BatchQueue<TranscribeJob, pipelines::Transcript>> speech_q_;
   std::unique_ptr<ServedGenerator> generator_;
