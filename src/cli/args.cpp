@@ -1,5 +1,7 @@
 #include "cli/args.h"
 
+#include <cmath>
+
 #include "core/parallel.h"
 
 #include "mminfer/status.h"
@@ -139,12 +141,20 @@ std::set<std::string> with_decoder_precision_flags(std::set<std::string> flags) 
 size_t speculate_flag(const Args& args) {
   if (!args.has("--speculate")) {
     for (const char* flag : {"--draft", "--draft-precision"})
-      if (args.has(flag)) throw Error(std::string(flag) + " goes with --speculate K");
+      if (args.has(flag) && !args.has("--cascade")) throw Error(std::string(flag) + " goes with --speculate K or --cascade H");
     return 0;
   }
+  if (args.has("--cascade")) throw Error("--speculate and --cascade do not mix: one draft, one use");
   const int k = args.get_int("--speculate", 0);
   if (k < 1 || k > 16) throw Error("--speculate takes 1 to 16 proposed tokens per pass, got " + std::to_string(k));
   return static_cast<size_t>(k);
+}
+
+double cascade_flag(const Args& args) {
+  if (!args.has("--cascade")) return -1;
+  const double h = args.get_double("--cascade", -1);
+  if (!(h >= 0) || !std::isfinite(h)) throw Error("--cascade takes the entropy (nats) above which the full model chooses, 0 or more");
+  return h;
 }
 
 int draft_bits_flag(const Args& args, const std::string& default_word, bool fp32_draft) {

@@ -76,9 +76,12 @@ std::set<std::string> with_precision_flags(std::set<std::string> flags);
 extern const char* const kDecoderPrecisionUsage;
 std::set<std::string> with_decoder_precision_flags(std::set<std::string> flags);
 PrecisionPolicy decoder_precision_flags(const Args& args);
+// --cascade H (generate, caption): the entropy in nats above which the full model chooses a
+// token, the draft (--draft, --draft-precision) choosing the others; -1 without it.
+double cascade_flag(const Args& args);
 // --speculate K (1 to 16), 0 without it; --draft-precision int4|int8 (or fp32 where `fp32_draft`)
 // as the draft decoder's weight bits (0: fp32), `default_word` when not given. Either flag without
-// --speculate is an error.
+// --speculate or --cascade is an error, and so are both.
 size_t speculate_flag(const Args& args);
 int draft_bits_flag(const Args& args, const std::string& default_word, bool fp32_draft);
 

@@ -15,12 +15,12 @@ namespace mminfer::cli {
 int cmd_caption(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_decoder_precision_flags({"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads", "--feature-cache-mb",
-                                          "--speculate", "--draft-precision"}),
+                                          "--speculate", "--draft-precision", "--cascade"}),
             {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16|int8]\n"
-        "                       [--threads N] [--feature-cache-mb N] [--speculate K [--draft-precision int4|int8]]\n"
+        "                       [--threads N] [--feature-cache-mb N] [--speculate K | --cascade H] [--draft-precision int4|int8]\n"
         "                       [--json | --jsonl]\n"
         "  the text of each image with an image-to-text folder (Optimum's vision-encoder-decoder export:\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and the\n"
@@ -31,6 +31,9 @@ int cmd_caption(int argc, char** argv) {
         "  --speculate K: greedy speculative decoding, the folder's decoder at --draft-precision (int4)\n"
         "  proposing K tokens per pass (the same captions); --json adds \"speculative\": {\"k\",\n"
         "  \"rounds\", \"proposed\", \"accepted\", \"acceptance\"}\n"
+        "  --cascade H: the decoder at --draft-precision (int4) chooses each token, the full one where the\n"
+        "  light one's entropy is above H nats (captions may differ from the full model's); --json adds\n"
+        "  \"cascade\": {\"max_entropy\", \"tokens\", \"escalated\", \"full_positions\", \"images_escalated\"}\n"
         "  a bad image prints one error line and the others still run (exit status 1)\n",
         args.usage_stream());
     std::fputs(kDecoderPrecisionUsage, args.usage_stream());
@@ -43,7 +46,8 @@ int cmd_caption(int argc, char** argv) {
   options.max_new_tokens = max_new_tokens_flag(args);
   options.beams = beams_flag(args, "--beam", 16);
   options.speculate = speculate_flag(args);
-  if (options.speculate) options.draft_bits = draft_bits_flag(args, "int4", false);
+  options.cascade_entropy = cascade_flag(args);
+  if (options.speculate || options.cascade_entropy >= 0) options.draft_bits = draft_bits_flag(args, "int4", false);
   const size_t feature_bytes = feature_cache_flag(args);
   pipelines::ImageToText model(args.get("--pipeline"), session, kv_cache_flag(args));
   model.features().set_cache_bytes(feature_bytes);
@@ -98,6 +102,12 @@ int cmd_caption(int argc, char** argv) {
                             {"proposed", captions.speculation.proposed},
                             {"accepted", captions.speculation.accepted},
                             {"acceptance", captions.speculation.acceptance()}};
+    if (options.cascade_entropy >= 0)
+      doc["cascade"] = {{"max_entropy", options.cascade_entropy},
+                        {"tokens", captions.cascade.tokens},
+                        {"escalated", captions.cascade.escalated},
+                        {"full_positions", captions.cascade.full_positions},
+                        {"images_escalated", captions.cascade.sequences_escalated}};
     std::printf("%s\n", json_text(doc).c_str());
   }
   return failures ? 1 : 0;

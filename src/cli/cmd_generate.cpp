@@ -23,7 +23,7 @@ const char* const kUsage =
     "usage: mminfer generate --pipeline DIR PROMPT... [--max-new-tokens N] [--temperature T] [--top-k K]\n"
     "                        [--top-p P] [--seed S] [--repetition-penalty R] [--stop STRING]...\n"
     "                        [--num-beams N] [--prompt-ids 1,2,3] [--kv-cache fp32|fp16|int8] [--threads N] [--profile]\n"
-    "                        [--chat] [--speculate K [--draft DIR] [--draft-precision int4|int8|fp32]]\n"
+    "                        [--chat] [--speculate K | --cascade H] [--draft DIR] [--draft-precision int4|int8|fp32]\n"
     "                        [--json | --jsonl]\n"
     "  text from a decoder-only model folder (ONNX decoder with past_key_values, config.json,\n"
     "  tokenizer.json, generation_config.json); each prompt is its own sequence, all decoded together\n"
@@ -38,7 +38,10 @@ const char* const kUsage =
     "  --speculate K: greedy speculative decoding, a draft proposing K tokens per pass of the model\n"
     "  (the same tokens as without it); the draft is --draft DIR (same vocabulary) or the folder's\n"
     "  own decoder at --draft-precision (int4 unless --draft is given); --json adds \"speculative\":\n"
-    "  {\"k\", \"rounds\", \"proposed\", \"accepted\", \"acceptance\"}\n";
+    "  {\"k\", \"rounds\", \"proposed\", \"accepted\", \"acceptance\"}\n"
+    "  --cascade H: greedy, the draft chooses each token and the model where the draft's entropy is\n"
+    "  above H nats (the text may differ from the model's own); --json adds \"cascade\": {\"max_entropy\",\n"
+    "  \"tokens\", \"escalated\", \"full_positions\"} over every prompt of the run\n";
 
 std::vector<generate::TokenId> parse_ids(const std::string& text) {
   std::vector<generate::TokenId> ids;
@@ -59,10 +62,10 @@ std::vector<generate::TokenId> parse_ids(const std::string& text) {
   return ids;
 }
 
-// The draft of --speculate K: --draft DIR as loaded, or the model's own folder at
-// --draft-precision (int4 by default); null without --speculate.
+// The draft of --speculate K or --cascade H: --draft DIR as loaded, or the model's own folder at
+// --draft-precision (int4 by default); null without either.
 std::unique_ptr<pipelines::TextGenerator> draft_model(const Args& args, const SessionOptions& session) {
-  if (!speculate_flag(args)) return nullptr;
+  if (!speculate_flag(args) && cascade_flag(args) < 0) return nullptr;
   SessionOptions options = session;
   options.profile = false;
   options.precision.decoder_weight_bits = draft_bits_flag(args, args.has("--draft") ? "fp32" : "int4", true);
@@ -75,7 +78,7 @@ int cmd_generate(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_decoder_precision_flags({"--pipeline", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed",
                                           "--repetition-penalty", "--stop", "--prompt-ids", "--threads", "--num-beams",
-                                          "--kv-cache", "--speculate", "--draft", "--draft-precision"}),
+                                          "--kv-cache", "--speculate", "--draft", "--draft-precision", "--cascade"}),
             {"--help", "--json", "--jsonl", "--profile", "--chat"});
   if (args.has("--help") || !args.has("--pipeline") || (args.positional().empty() && !args.has("--prompt-ids"))) {
     std::fputs(kUsage, args.usage_stream());
@@ -161,10 +164,14 @@ int cmd_generate(int argc, char** argv) {
     };
   generate::DecodeTimings t;
   generate::SpeculativeStats speculation;
+  generate::CascadeStats cascade;
   std::unique_ptr<pipelines::TextGenerator> draft = draft_model(args, session);
   const size_t k = speculate_flag(args);
+  const double max_entropy = cascade_flag(args);
   std::vector<generate::DecodedSequence> out =
-      draft ? generator.generate_speculative(*draft, request, k, &t, &speculation) : generator.generate({}, request, &t);
+      !draft     ? generator.generate({}, request, &t)
+      : k        ? generator.generate_speculative(*draft, request, k, &t, &speculation)
+                 : generator.generate_cascade(*draft, request, max_entropy, &t, &cascade);
   double per_token = t.ms_per_token();
   double tokens_per_s = t.decode_ms > 0 ? 1000.0 * static_cast<double>(t.new_tokens - out.size()) / t.decode_ms : 0.0;
   for (size_t s = 0; s < out.size(); ++s) {
@@ -177,7 +184,12 @@ int cmd_generate(int argc, char** argv) {
                                         {"prefill_ms", t.prefill_ms},
                                         {"decode_ms_per_token", per_token},
                                         {"tokens_per_s", tokens_per_s}};
-      if (draft)  // over every prompt of the run
+      if (draft && !k)  // over every prompt of the run
+        result["cascade"] = {{"max_entropy", max_entropy},
+                             {"tokens", cascade.tokens},
+                             {"escalated", cascade.escalated},
+                             {"full_positions", cascade.full_positions}};
+      if (draft && k)  // over every prompt of the run
         result["speculative"] = {{"k", k},
                                  {"rounds", speculation.rounds},
                                  {"proposed", speculation.proposed},
@@ -194,7 +206,10 @@ int cmd_generate(int argc, char** argv) {
   if (session.profile) print_op_times(generator.decoder().op_times());
   std::fprintf(stderr, "mminfer generate: %zu prompt tokens prefilled in %.1f ms; %zu steps at %.2f ms per token (%.1f tokens/s)\n",
                t.prompt_tokens, t.prefill_ms, t.decode_steps, per_token, tokens_per_s);
-  if (draft)
+  if (draft && !k)
+    std::fprintf(stderr, "mminfer generate: cascade: the model chose %zu of %zu tokens (%.0f%%), reading %zu positions\n",
+                 cascade.escalated, cascade.tokens, 100 * cascade.escalated_share(), cascade.full_positions);
+  if (draft && k)
     std::fprintf(stderr, "mminfer generate: speculation: %zu passes, %zu of %zu proposed tokens kept (%.0f%%)\n", speculation.rounds,
                  speculation.accepted, speculation.proposed, 100 * speculation.acceptance());
   return 0;

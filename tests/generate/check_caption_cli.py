@@ -6,7 +6,9 @@ search, a float16 KV cache and decoders quantized by `mminfer optimize --quantiz
 must stay within 1 point of FP32's exact-match accuracy (figures printed), and so must decoders
 quantized as they load (`--precision text=int4|int8 --block-size 32|128`) and INT4 files scaled
 activation-aware (`optimize --calib` on 32 scenes drawn with another seed). Speculative decoding
-with the decoder's own INT4 or INT8 copy as the draft gives the greedy captions. A repeated image goes
+with the decoder's own INT4 or INT8 copy as the draft gives the greedy captions; the decoding
+cascade (INT4 chooses, FP32 where INT4 is unsure) gives FP32's or INT4's captions at its extreme
+bounds and stays within 1 point in between. A repeated image goes
 through the encoder once (encoder_runs) and gets the caption it gets alone. Bad images get one
 line each and the rest still run.
 
@@ -62,6 +64,31 @@ def main():
         check(0 < s.get("accepted", 0) <= s.get("proposed", 0), f"--speculate {k}: proposals kept and counted")
     rc, out, err = caption(a.mminfer, a.model, images[:2], "--speculate", "2", "--beam", "3")
     check(rc != 0 and "no beam search" in err, f"--speculate with --beam refused: {err.strip()[:200]}")
+
+    # The decoding cascade: a bound of 0 lets the FP32 decoder choose every token (its captions); a
+    # bound no entropy reaches, the INT4 one (its captions); in between, the counts add up.
+    rc, out, err = caption(a.mminfer, a.model, images[:64], "--precision", "text=int4")
+    int4_texts = [r["text"] for r in json.loads(out)["results"]] if rc == 0 else []
+    for bound, want, name in (("0", [r["text"] for r in results[:64]], "FP32"), ("1000", int4_texts, "INT4")):
+        rc, out, err = caption(a.mminfer, a.model, images[:64], "--cascade", bound)
+        doc = json.loads(out) if rc == 0 else {"results": []}
+        c = doc.get("cascade", {})
+        check([r.get("text") for r in doc["results"]] == want and want, f"--cascade {bound}: the {name} captions {err.strip()[:200]}")
+        tokens = sum(len(r["tokens"]) for r in doc["results"])
+        check(c.get("tokens") == tokens and c.get("escalated") == (tokens if bound == "0" else 0),
+              f"--cascade {bound}: {c} for {tokens} tokens")
+    rc, out, err = caption(a.mminfer, a.model, images, "--cascade", "0.01")
+    doc = json.loads(out) if rc == 0 else {"results": []}
+    c = doc.get("cascade", {})
+    print(f"--cascade 0.01: the FP32 decoder chose {c.get('escalated')} of {c.get('tokens')} tokens "
+          f"({c.get('images_escalated')} of {len(images)} images), read {c.get('full_positions')} positions; "
+          f"exact match {accuracy(doc['results'], truth) if doc['results'] else 0:.4f}")
+    check(rc == 0 and 0 < c.get("escalated", 0) < c.get("tokens", 0), f"--cascade 0.01 escalates some tokens, not all {err.strip()[:200]}")
+    check(rc == 0 and accuracy(doc["results"], truth) >= fp32 - 0.01, "--cascade 0.01 within 1 point of FP32")
+    for bad, needle in ((["--cascade", "-1"], "0 or more"), (["--cascade", "0.1", "--speculate", "2"], "do not mix"),
+                        (["--cascade", "0.1", "--beam", "2"], "no beam search"), (["--draft-precision", "int8"], "goes with")):
+        rc, out, err = caption(a.mminfer, a.model, images[:1], *bad)
+        check(rc != 0 and needle in err, f"{' '.join(bad)} refused: {err.strip()[:200]}")
 
     # A repeated image: the encoder runs once per distinct image, the captions are those of the batch.
     repeated = [images[0], images[1], images[0], images[0]]

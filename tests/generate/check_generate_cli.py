@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`mminfer generate` on the generative test models: the tokens of every reference case equal
 torch's (prompts given as ids and as text), --json carries the documented fields, sampling is
-reproducible by seed and moves with it, and bad input gets one clear error line.
+reproducible by seed and moves with it, the decoding cascade gives the model's or its INT4
+copy's tokens at its extreme bounds, and bad input gets one clear error line.
 
     check_generate_cli.py --mminfer BIN --models DIR --work DIR"""
 import json
@@ -38,6 +39,24 @@ def main():
         check([r["tokens"] for r in results] == case["tokens"], f"{case['case']}: greedy tokens equal torch's")
         fields = {"prompt", "text", "tokens", "stop_reason", "prompt_tokens", "prefill_ms", "decode_ms_per_token", "tokens_per_s"}
         check(all(fields <= set(r) for r in results), f"{case['case']}: --json fields")
+
+    # The decoding cascade: bound 0, the model's own tokens; a bound no entropy reaches, its INT4
+    # copy's; the speculative and cascade flags refuse each other.
+    case = ref["cases"][0]
+    base = ["--pipeline", llama, "--max-new-tokens", "16", "--json", "--threads", "1"]
+    for ids in case["prompt_ids"]:
+        base += ["--prompt-ids", ",".join(map(str, ids))]
+    rc, out, err = run(a.mminfer, *base, "--precision", "text=int4")
+    int4 = [r["tokens"] for r in json.loads(out)["results"]] if rc == 0 else err
+    for bound, want, name in (("0", [t[:16] for t in case["tokens"]], "the model's"), ("1e9", int4, "its INT4 copy's")):
+        rc, out, err = run(a.mminfer, *base, "--cascade", bound)
+        results = json.loads(out)["results"] if rc == 0 else []
+        check([r["tokens"] for r in results] == want, f"generate --cascade {bound}: {name} tokens {err.strip()[:200]}")
+        c = results[0].get("cascade", {}) if results else {}
+        made = sum(len(r["tokens"]) for r in results)
+        check(c.get("tokens") == made and c.get("escalated") == (made if bound == "0" else 0), f"generate --cascade {bound}: counts {c}")
+    rc, out, err = run(a.mminfer, *base, "--cascade", "1", "--speculate", "2")
+    check(rc != 0 and "do not mix" in err, f"--cascade with --speculate refused: {err.strip()[:200]}")
 
     # onnxruntime-genai's form (GroupQueryAttention appending in place): FP32 makes torch's tokens,
     # INT4 (MatMulNBits) the tokens of ONNX Runtime's own present->past loop on the same file.

@@ -114,21 +114,28 @@ Captions ImageToText::caption(const std::vector<image::Image>& images, const Cap
   request.prompts.assign(images.size(), {config_.decoder_start_token_id.value_or(config_.bos_token_id.value_or(0))});
   const generate::DecodeFn detokenize = detokenizer(*tokenizer_);
   const int64_t beams = static_cast<int64_t>(std::max<size_t>(1, request.config.num_beams));
-  if (options.speculate > 0) {
-    if (beams > 1) throw Error("speculative captions are greedy: no beam search with them");
-    generate::EncoderDecoderModel& proposer = draft(options.draft_bits);
+  if (options.speculate > 0 && options.cascade_entropy >= 0) throw Error("speculative captions and the cascade do not mix");
+  if (options.speculate > 0 || options.cascade_entropy >= 0) {
+    if (beams > 1) throw Error(std::string(options.speculate ? "speculative" : "cascaded") + " captions are greedy: no beam search with them");
+    generate::EncoderDecoderModel& light = draft(options.draft_bits);
     // One image at a time: each pass reads one row's encoder states.
     for (size_t i = 0; i < images.size(); ++i) {
       const Tensor image_states = batch_row(states[0], static_cast<int64_t>(i));
       decoder_->set_encoder_states(image_states, 1);
-      proposer.set_encoder_states(image_states, 1);
+      light.set_encoder_states(image_states, 1);
       generate::DecodeRequest one = request;
       one.prompts = {request.prompts[i]};
       generate::DecodeTimings t;
-      generate::SpeculativeStats s;
-      out.sequences.push_back(generate::speculative_decode(*decoder_, proposer, one, options.speculate, detokenize, &t, &s).at(0));
+      if (options.speculate) {
+        generate::SpeculativeStats s;
+        out.sequences.push_back(generate::speculative_decode(*decoder_, light, one, options.speculate, detokenize, &t, &s).at(0));
+        out.speculation.rounds += s.rounds, out.speculation.proposed += s.proposed, out.speculation.accepted += s.accepted;
+      } else {
+        generate::CascadeStats s;
+        out.sequences.push_back(generate::cascade_decode(*decoder_, light, one, options.cascade_entropy, detokenize, &t, &s).at(0));
+        out.cascade.add(s);
+      }
       out.timings.add(t);
-      out.speculation.rounds += s.rounds, out.speculation.proposed += s.proposed, out.speculation.accepted += s.accepted;
     }
     return out;
   }

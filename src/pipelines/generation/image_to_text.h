@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "generate/cascade_decode.h"
 #include "generate/decode_loop.h"
 #include "generate/encoder_decoder_model.h"
 #include "generate/speculative_decode.h"
@@ -26,6 +27,9 @@ struct CaptionOptions {
   // many tokens per pass of the decoder (generate/speculative_decode.h): the same captions.
   size_t speculate = 0;
   int draft_bits = 4;
+  // >= 0: the decoding cascade (generate/cascade_decode.h), the decoder at draft_bits choosing
+  // each token and the full one where its entropy is above this many nats.
+  double cascade_entropy = -1;
 };
 
 struct Captions {
@@ -33,6 +37,7 @@ struct Captions {
   generate::DecodeTimings timings;
   double encoder_ms = 0;
   generate::SpeculativeStats speculation;  // with CaptionOptions::speculate
+  generate::CascadeStats cascade;          // with CaptionOptions::cascade_entropy
 };
 
 class ImageToText {

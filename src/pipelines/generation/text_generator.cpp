@@ -96,13 +96,27 @@ std::vector<generate::DecodedSequence> TextGenerator::generate(const std::vector
 std::vector<generate::DecodedSequence> TextGenerator::generate_speculative(TextGenerator& draft, generate::DecodeRequest request,
                                                                           size_t k, generate::DecodeTimings* timings,
                                                                           generate::SpeculativeStats* stats) {
-  if (draft.vocab() != vocab())
-    throw Error("the draft's vocabulary holds " + std::to_string(draft.vocab()) + " tokens and the model's " +
-                std::to_string(vocab()) + ": a draft must share the model's tokenizer");
+  check_same_vocab(draft);
   for (const auto& ids : request.prompts) check_ids(ids);
   if (request.context <= 0) request.context = context_;
   generate::DecoderOnlyModel target(*decoder_), proposer(draft.decoder());
   return generate::speculative_decode(target, proposer, request, k, detokenizer(), timings, stats);
+}
+
+std::vector<generate::DecodedSequence> TextGenerator::generate_cascade(TextGenerator& light, generate::DecodeRequest request,
+                                                                      double max_entropy, generate::DecodeTimings* timings,
+                                                                      generate::CascadeStats* stats) {
+  check_same_vocab(light);
+  for (const auto& ids : request.prompts) check_ids(ids);
+  if (request.context <= 0) request.context = context_;
+  generate::DecoderOnlyModel full(*decoder_), cheap(light.decoder());
+  return generate::cascade_decode(full, cheap, request, max_entropy, detokenizer(), timings, stats);
+}
+
+void TextGenerator::check_same_vocab(TextGenerator& other) {
+  if (other.vocab() != vocab())
+    throw Error("the draft's vocabulary holds " + std::to_string(other.vocab()) + " tokens and the model's " +
+                std::to_string(vocab()) + ": a draft must share the model's tokenizer");
 }
 
 }  // namespace mminfer::pipelines

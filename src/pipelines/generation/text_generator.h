@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "generate/decode_loop.h"
+#include "generate/cascade_decode.h"
 #include "generate/speculative_decode.h"
 #include "modal/text/tokenizer.h"
 #include "mminfer/session.h"
@@ -48,8 +49,17 @@ class TextGenerator {
   std::vector<generate::DecodedSequence> generate_speculative(TextGenerator& draft, generate::DecodeRequest request, size_t k,
                                                               generate::DecodeTimings* timings = nullptr,
                                                               generate::SpeculativeStats* stats = nullptr);
+  // Greedy generation through the decoding cascade: `light` (the same kind of model as a
+  // draft) chooses each token, this model where the light one's entropy is above max_entropy
+  // nats (generate/cascade_decode.h). The tokens may differ from greedy generation's.
+  std::vector<generate::DecodedSequence> generate_cascade(TextGenerator& light, generate::DecodeRequest request,
+                                                          double max_entropy, generate::DecodeTimings* timings = nullptr,
+                                                          generate::CascadeStats* stats = nullptr);
 
  private:
+  // Throws Error unless `other` shares this model's vocabulary (a draft or light model).
+  void check_same_vocab(TextGenerator& other);
+
   std::string decoder_file_;
   generate::GenerationConfig config_;
   int64_t context_ = 0;
