@@ -140,11 +140,13 @@ def whisper_loop(runner, folder, info, ref, layout):
     return np.concatenate(tokens, axis=1), np.stack(logits)
 
 
-def vlm_loop(runner, folder, info, ref):
+def vlm_loop(runner, folder, info, ref, keep=None):
     """The transformers.js SmolVLM loop: vision_encoder.onnx on the pixels, embed_tokens.onnx on
     the prompt, the image features written over the <image> positions (row by row, in order),
     then decoder_model_merged.onnx on inputs_embeds with the present->past loop; each new token
-    goes through embed_tokens.onnx again."""
+    goes through embed_tokens.onnx again. keep(features, ids, embeds), for one prompt, picks the
+    feature rows the decoder reads (a boolean per row); the others' <image> positions leave the
+    prompt."""
     features = runner.run(os.path.join(folder, "vision_encoder.onnx"),
                           {"pixel_values": ref["pixel_values"]})["image_features"]
     # Reported on its own so a disagreement is placed in the vision encoder or the decoder.
@@ -152,6 +154,14 @@ def vlm_loop(runner, folder, info, ref):
     embed = os.path.join(folder, "embed_tokens.onnx")
     ids, mask = ref["input_ids"], ref["attention_mask"]
     embeds = runner.run(embed, {"input_ids": ids})["inputs_embeds"].copy()
+    if keep is not None:
+        rows = np.asarray(keep(features.reshape(-1, features.shape[-1]), ids[0], embeds[0]), bool)
+        image_at = np.flatnonzero(ids[0] == info["image_token_id"])
+        stay = np.ones(ids.shape[1], bool)
+        stay[image_at[~rows]] = False
+        ids, mask = ids[:, stay], mask[:, stay]
+        features = features.reshape(-1, features.shape[-1])[rows][None]
+        embeds = runner.run(embed, {"input_ids": ids})["inputs_embeds"].copy()
     where = ids == info["image_token_id"]
     if int(where.sum()) != features.shape[0] * features.shape[1]:
         raise RuntimeError(f"{int(where.sum())} <image> tokens in the prompt for {features.shape[0]} x "

@@ -77,6 +77,59 @@ def chat(a, folder, image, questions, *extra):
     return p, [json.loads(line) for line in p.stdout.splitlines()] if p.returncode == 0 else []
 
 
+def relevance_keep(share):
+    """The rows image-token pruning keeps: the most cosine-similar to the mean embedding of the
+    prompt's other tokens, ceil((1 - share) * N) of them, ties to the earlier row."""
+    import numpy as np
+
+    def keep(features, ids, embeds, image_token):
+        query = embeds[ids != image_token].astype(np.float64).mean(0)
+        f = features.astype(np.float64)
+        score = f @ query / (np.linalg.norm(f, axis=1) * np.linalg.norm(query))
+        n = len(f)
+        count = max(1, int(np.ceil((1 - share) * n - 1e-9)))
+        order = sorted(range(n), key=lambda r: (-score[r], r))
+        rows = np.zeros(n, bool)
+        rows[order[:count]] = True
+        return rows
+    return keep
+
+
+def check_image_token_pruning(a, ref):
+    """--prune-image-tokens S: the tokens ONNX Runtime's present->past loop makes on the same files
+    when the prompt keeps only the rows the relevance rule picks."""
+    import numpy as np
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
+    sys.path.insert(0, tools)
+    import check_generative_model as cgm  # noqa: E402
+    case = ref["cases"][0]
+    name = case["case"]
+    data = {k: np.load(os.path.join(a.model, "reference", f"{name}.{k}.npy"))
+            for k in ("input_ids", "attention_mask", "pixel_values", "image_features")}
+    info = dict(ref, new_tokens=12)
+    runner = cgm.OrtRunner()
+    try:
+        for share in ("0.5", "0.75"):
+            keep = relevance_keep(float(share))
+            want, _, _ = cgm.vlm_loop(runner, a.model, info, data,
+                                      keep=lambda f, ids, e: keep(f, ids, e, ref["image_token_id"]))
+            p, docs = chat(a, a.model, os.path.join(a.model, "reference", case["images"][0]), case["questions"][:1],
+                           "--prune-image-tokens", share, "--max-new-tokens", "12")
+            got = docs[0]["tokens"] if docs else p.stderr.strip()
+            check(got == want[0].tolist(), f"--prune-image-tokens {share}: ONNX Runtime's tokens {want[0].tolist()}, got {got}")
+            n = data["image_features"].shape[0] * data["image_features"].shape[1]
+            kept = int(np.ceil((1 - float(share)) * n - 1e-9))
+            check(docs and docs[0].get("image_tokens") == [kept, n] and docs[0]["prompt_tokens"] == data["input_ids"].shape[1] - (n - kept),
+                  f"--prune-image-tokens {share}: image_tokens {docs[0].get('image_tokens') if docs else None}, "
+                  f"prompt_tokens {docs[0].get('prompt_tokens') if docs else None}")
+            print(f"--prune-image-tokens {share}: {kept} of {n} image tokens read; ONNX Runtime's tokens")
+    finally:
+        runner.close()
+    for bad, needle in ((["--prune-image-tokens", "1"], "0 to below 1"), (["--prune-image-tokens", "-0.1"], "0 to below 1")):
+        p, _ = chat(a, a.model, os.path.join(a.model, "reference", case["images"][0]), ["hi"], *bad)
+        check(p.returncode != 0 and needle in p.stderr, f"{' '.join(bad)} refused: {p.stderr.strip()[:200]}")
+
+
 def check_splitting(a, ref, eos):
     """do_image_splitting: the tiles and global image of idefics3_processor.py's reference, torch's
     tokens for a wide, a tall and a small (unsplit) image; the frames through the encoder as one
@@ -200,6 +253,7 @@ def main():
             check(p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and expect in p.stderr and file in p.stderr,
                   f"a template with {name}: one line: {p.stderr.strip()[:200]}")
     check_splitting(a, ref, eos)
+    check_image_token_pruning(a, ref)
     junk = os.path.join(a.work, "junk.png")
     open(junk, "wb").write(b"not an image")
     p = subprocess.run([a.mminfer, "chat", "--pipeline", a.model, "--image", junk, "hi"], capture_output=True, text=True)

@@ -1,5 +1,7 @@
 #include "pipelines/generation/vision_language.h"
 
+#include "pipelines/generation/image_token_pruning.h"
+
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -362,9 +364,14 @@ Tensor VisionLanguage::run_encoder(const Tensor& px) {
   return flat;
 }
 
+void VisionLanguage::set_image_token_pruning(double share_removed) {
+  if (!(share_removed >= 0 && share_removed < 1)) throw Error("the share of image tokens removed is from 0 to below 1");
+  prune_image_tokens_ = share_removed;
+}
+
 generate::DecodedSequence VisionLanguage::answer(const std::string& question, const image::Image* img,
                                                  generate::DecodeRequest request, generate::DecodeTimings* timings,
-                                                 double* encoder_ms, int* image_frames) {
+                                                 double* encoder_ms, int* image_frames, std::pair<size_t, size_t>* image_tokens) {
   Tensor features;
   Frames f;
   auto t0 = std::chrono::steady_clock::now();
@@ -384,6 +391,16 @@ generate::DecodedSequence VisionLanguage::answer(const std::string& question, co
     throw Error("the image split into " + std::to_string(f.rows) + "x" + std::to_string(f.cols) + " tiles and a global image (" +
                 std::to_string(f.pixels.dim(0) * image_seq_len_) + " image tokens) makes a " + std::to_string(length) +
                 "-token prompt; the model's context is " + std::to_string(request.context) + " positions");
+  if (img && prune_image_tokens_ > 0) {
+    PrunedImageTokens pruned = prune_image_tokens(request.prompts[0], image_token_,
+                                                  run_one(*embed_, "input_ids", generate::ids_tensor(request.prompts[0])),
+                                                  features, prune_image_tokens_);
+    request.prompts[0] = std::move(pruned.prompt);
+    features = pruned.features;
+    if (image_tokens) *image_tokens = {pruned.kept, pruned.total};
+  } else if (image_tokens) {
+    *image_tokens = {img ? static_cast<size_t>(features.dim(1)) : 0, img ? static_cast<size_t>(features.dim(1)) : 0};
+  }
   VisionLanguageModel model(*decoder_, *embed_, image_token_, img ? &features : nullptr);
   return generate::decode(model, request, detokenizer(), timings).at(0);
 }

@@ -98,9 +98,14 @@ class VisionLanguage {
 
   // Answers one question; `image` may be null for a text-only question. `image_frames`: how many
   // frames the image went to the encoder as (0 without one).
+  // With set_image_token_pruning, `image_tokens` gets the image tokens the decoder read and
+  // the image's total.
   generate::DecodedSequence answer(const std::string& question, const image::Image* image, generate::DecodeRequest request,
                                    generate::DecodeTimings* timings = nullptr, double* encoder_ms = nullptr,
-                                   int* image_frames = nullptr);
+                                   int* image_frames = nullptr, std::pair<size_t, size_t>* image_tokens = nullptr);
+  // answer() keeps only the image tokens most relevant to the prompt's text, dropping this
+  // share of them (image_token_pruning.h; 0: all kept). Throws Error outside [0, 1).
+  void set_image_token_pruning(double share_removed);
   const generate::GenerationConfig& config() const { return config_; }
   // The image features' cache (one per pipeline unless shared; null: none) and how often the
   // vision encoder ran.
@@ -128,6 +133,7 @@ class VisionLanguage {
   Tensor run_encoder(const Tensor& pixels);
   int64_t image_seq_len_ = 0;
   int64_t context_ = 0;
+  double prune_image_tokens_ = 0;
   generate::GenerationConfig config_;
   std::optional<ChatTemplate> template_;
   std::unique_ptr<text::Tokenizer> tokenizer_;
