@@ -139,6 +139,8 @@ void copy_folder_files(const pipelines::Manifest& m, const fs::path& out) {
 }  // namespace
 
 int cmd_tune(int argc, char** argv) {
+  // A model file first instead of --pipeline: its own search.
+  if (argc > 2 && argv[2][0] != '-') return cmd_tune_model(argc, argv);
   Args args(argc, argv, 2,
             {"--pipeline", "--eval", "-o", "--output", "--alpha", "--beta", "--gamma", "--max-cer-increase", "--limit",
              "--threads", "--report"},
@@ -157,7 +159,8 @@ int cmd_tune(int argc, char** argv) {
         "  median (defaults 10, 1, 0.5: one point of CER weighs as 10% of the time). Settings whose CER\n"
         "  exceeds the folder's by more than --max-cer-increase points (default 0.5) are not chosen. One\n"
         "  knob moves at a time, to the best R, until none helps. OUT_DIR receives the folder's files and a\n"
-        "  pipeline.json with the chosen setting; a table of every setting tried is printed.\n",
+        "  pipeline.json with the chosen setting; a table of every setting tried is printed.\n"
+        "  mminfer tune MODEL.onnx --calib DIR --eval DIR -o OUT.onnx: one model's variants instead (--help)\n",
         args.usage_stream());
     if (args.has("--help")) std::fputs(kProgressUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;

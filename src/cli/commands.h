@@ -16,6 +16,8 @@ int cmd_loadgen(int argc, char** argv);
 int cmd_optimize(int argc, char** argv);
 int cmd_prune(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
+// tune MODEL.onnx: one model's variants (cmd_tune hands it over when given a model).
+int cmd_tune_model(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_transcribe(int argc, char** argv);
 int cmd_caption(int argc, char** argv);

@@ -24,6 +24,7 @@ void usage(std::FILE* out) {
       "  optimize IN.onnx -o OUT.onnx [--precision SPEC] [--min-cosine X]  write INT8 layers as standard ONNX\n"
       "  prune IN.onnx -o OUT.onnx --heads R --mlp R --calib DIR  remove attention heads and MLP channels\n"
       "  tune --pipeline DIR --eval DIR -o OUT  the cheapest OCR setting within a CER bound\n"
+      "  tune MODEL.onnx --calib DIR --eval DIR -o OUT.onnx  a model's best precision, pruning, rank, merging\n"
       "  onnx-test DIR...                 run ONNX backend test cases\n"
       "  ocr IMAGE...                     text lines of images (PP-OCRv4)\n"
       "  embed --pipeline DIR (--image F | --text S | --audio F)...  normalized embeddings\n"
