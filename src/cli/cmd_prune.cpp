@@ -302,9 +302,7 @@ int cmd_prune(int argc, char** argv) {
       full["factored"].push_back({{"weight", c.weight}, {"input", c.input}, {"rows", c.rows}, {"cols", c.cols},
                                   {"rank", c.rank}, {"error", c.error}, {"factored", c.factored},
                                   {"flops_before", c.flops_before}, {"flops_after", c.flops_after}});
-    std::ofstream f(args.get("--report"));
-    if (!f) throw Error("cannot write " + args.get("--report"));
-    f << json_text(full) << "\n";
+    write_json_file(args.get("--report"), full);
   }
   if (args.has("--json")) {
     std::printf("%s\n", json_text(doc).c_str());

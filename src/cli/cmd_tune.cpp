@@ -247,11 +247,7 @@ int cmd_tune(int argc, char** argv) {
                                {"cascade", s.cascade}, {"use_cls", s.use_cls}, {"cer", m.cer}, {"median_ms", m.median_ms},
                                {"p90_ms", m.p90_ms}, {"reward", m.reward}, {"allowed", m.allowed}});
   }
-  if (args.has("--report")) {
-    std::ofstream f(args.get("--report"));
-    if (!f) throw Error("cannot write " + args.get("--report"));
-    f << json_text(report) << "\n";
-  }
+  if (args.has("--report")) write_json_file(args.get("--report"), report);
   if (args.has("--json")) {
     std::printf("%s\n", json_text(report).c_str());
     return 0;

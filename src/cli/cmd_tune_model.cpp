@@ -308,11 +308,7 @@ int cmd_tune_model(int argc, char** argv) {
     else row["error"] = m.error;
     report["tried"].push_back(std::move(row));
   }
-  if (args.has("--report")) {
-    std::ofstream f(args.get("--report"));
-    if (!f) throw Error("cannot write " + args.get("--report"));
-    f << json_text(report) << "\n";
-  }
+  if (args.has("--report")) write_json_file(args.get("--report"), report);
   if (args.has("--json")) {
     std::printf("%s\n", json_text(report).c_str());
     return 0;

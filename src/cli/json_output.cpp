@@ -1,6 +1,7 @@
 #include "cli/json_output.h"
 
 #include <cstdio>
+#include <fstream>
 
 #include "cli/args.h"
 #include "mminfer/status.h"
@@ -16,6 +17,13 @@ JsonForm json_flag(const Args& args) {
 
 std::string json_text(const nlohmann::ordered_json& value) {
   return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+void write_json_file(const std::string& path, const nlohmann::ordered_json& value) {
+  std::ofstream f(path);
+  if (!f) throw Error("cannot write " + path);
+  f << json_text(value) << "\n";
+  if (!f) throw Error("cannot write " + path);
 }
 
 void JsonResults::add(nlohmann::ordered_json result) {

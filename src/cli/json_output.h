@@ -31,4 +31,7 @@ class JsonResults {
 // `value` on one line; invalid UTF-8 in strings becomes U+FFFD rather than an exception.
 std::string json_text(const nlohmann::ordered_json& value);
 
+// `value` as one line of JSON in `path` (a command's --report FILE); throws Error when it cannot.
+void write_json_file(const std::string& path, const nlohmann::ordered_json& value);
+
 }  // namespace mminfer::cli

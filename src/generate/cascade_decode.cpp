@@ -13,15 +13,6 @@
 
 namespace mminfer::generate {
 
-namespace {
-
-std::span<float> row_of(Tensor& logits, int64_t r) {
-  const int64_t vocab = logits.dim(logits.rank() - 1);
-  return {logits.data<float>() + r * vocab, static_cast<size_t>(vocab)};
-}
-
-}  // namespace
-
 double entropy_nats(std::span<const float> logits) {
   const std::vector<double> p = softmax(logits);
   double h = 0;
@@ -67,7 +58,7 @@ std::vector<DecodedSequence> cascade_decode(StepModel& full, StepModel& light, c
       s.full_positions += unseen.size();
       ++s.escalated;
       escalated = true;
-      return next_token(row_of(verdict, verdict.dim(0) - 1), sequence, prompt.size(), pipeline, rng);
+      return next_token(logits_row(verdict, verdict.dim(0) - 1), sequence, prompt.size(), pipeline, rng);
     };
     auto accept = [&](TokenId token) {
       sequence.push_back(token);
@@ -80,14 +71,14 @@ std::vector<DecodedSequence> cascade_decode(StepModel& full, StepModel& light, c
     auto t0 = std::chrono::steady_clock::now();
     Tensor logits = light.prefill(0, prompt);
     t.prompt_tokens += prompt.size();
-    accept(choose(row_of(logits, 0)));
+    accept(choose(logits_row(logits, 0)));
     t.prefill_ms += ms_since(t0);
 
     t0 = std::chrono::steady_clock::now();
     const size_t made_before = t.new_tokens;
     while (!stream.stopped()) {
       logits = light.step(0, ids_tensor({sequence.back()}));
-      accept(choose(row_of(logits, 0)));
+      accept(choose(logits_row(logits, 0)));
     }
     t.decode_ms += ms_since(t0);
     t.decode_steps += t.new_tokens - made_before;

@@ -7,6 +7,11 @@
 
 namespace mminfer::generate {
 
+std::span<float> logits_row(Tensor& logits, int64_t r) {
+  const int64_t vocab = logits.dim(logits.rank() - 1);
+  return {logits.data<float>() + r * vocab, static_cast<size_t>(vocab)};
+}
+
 TokenId next_token(std::span<float> logits, std::span<const TokenId> sequence, size_t prompt_length,
                    const LogitsPipeline& pipeline, Pcg32& rng) {
   pipeline.process(logits, sequence, prompt_length);

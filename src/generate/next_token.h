@@ -9,8 +9,12 @@
 #include "generate/logits_pipeline.h"
 #include "generate/rng.h"
 #include "generate/token.h"
+#include "mminfer/tensor.h"
 
 namespace mminfer::generate {
+
+// Row r of [rows, vocab] logits (or [1, rows, vocab]), to read or rewrite in place.
+std::span<float> logits_row(Tensor& logits, int64_t r);
 
 // Rewrites `logits` in place.
 TokenId next_token(std::span<float> logits, std::span<const TokenId> sequence, size_t prompt_length,

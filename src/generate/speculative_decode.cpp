@@ -11,15 +11,6 @@
 
 namespace mminfer::generate {
 
-namespace {
-
-std::span<float> row_of(Tensor& logits, int64_t r) {
-  const int64_t vocab = logits.dim(logits.rank() - 1);
-  return {logits.data<float>() + r * vocab, static_cast<size_t>(vocab)};
-}
-
-}  // namespace
-
 std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& draft, const DecodeRequest& request, size_t k,
                                                 const DecodeFn& detokenize, DecodeTimings* timings, SpeculativeStats* stats) {
   if (request.prompts.empty()) throw Error("nothing to generate from: no prompt");
@@ -58,7 +49,7 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
     Tensor first = target.prefill(0, prompt);
     draft.prefill(0, prompt);
     t.prompt_tokens += prompt.size();
-    accept(row_of(first, 0));
+    accept(logits_row(first, 0));
     t.prefill_ms += ms_since(t0);
 
     t0 = std::chrono::steady_clock::now();
@@ -70,7 +61,7 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
       const size_t n = std::min(k, room);
       if (n == 0) {  // no room for proposals: one plain step
         Tensor logits = target.extend(0, {sequence.back()});
-        accept(row_of(logits, 0));
+        accept(logits_row(logits, 0));
         continue;
       }
       // The draft catches up with the sequence, then proposes n tokens.
@@ -78,7 +69,7 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
       std::vector<TokenId> proposals, history = sequence;
       Tensor logits = draft.extend(0, pending);
       for (size_t i = 0;; ++i) {
-        TokenId d = next_token(row_of(logits, logits.dim(0) - 1), history, prompt.size(), pipeline, rng);
+        TokenId d = next_token(logits_row(logits, logits.dim(0) - 1), history, prompt.size(), pipeline, rng);
         proposals.push_back(d);
         history.push_back(d);
         if (i + 1 == n) break;
@@ -91,7 +82,7 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
       const size_t before = sequence.size();
       size_t kept = 0;
       for (size_t i = 0; i <= n; ++i) {
-        if (accept(row_of(verdict, static_cast<int64_t>(i)))) break;
+        if (accept(logits_row(verdict, static_cast<int64_t>(i)))) break;
         if (i == n || sequence.back() != proposals[i]) break;  // its own token: a correction, or the one after all n
         ++kept;
       }

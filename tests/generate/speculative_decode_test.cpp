@@ -6,55 +6,19 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-
-#include <nlohmann/json.hpp>
+#include "llama_tiny_cases.h"
 
 namespace mminfer {
 namespace {
 
 using generate::TokenId;
 
-const std::string kModels = MMINFER_GENERATIVE_MODELS;
-const std::string kLlama = kModels + "/llama-tiny/model.onnx";
+using testing::fake_text;
+using testing::greedy;
+using Case = testing::GreedyCase;
 
-std::string fake_text(std::span<const TokenId> ids) { return std::string(ids.size(), 'x'); }
-
-runtime::CachedDecoder& decoder(int bits) {
-  static runtime::CachedDecoder fp32 = [] {
-    SessionOptions options;
-    options.threads = 1;
-    return runtime::CachedDecoder(kLlama, options);
-  }();
-  static runtime::CachedDecoder int4 = [] {
-    SessionOptions options;
-    options.threads = 1;
-    options.precision.decoder_weight_bits = 4;
-    return runtime::CachedDecoder(kLlama, options);
-  }();
-  return bits == 4 ? int4 : fp32;
-}
-
-struct Case {
-  std::vector<TokenId> prompt, tokens;
-};
-
-std::vector<Case> torch_cases() {
-  std::ifstream in(kModels + "/llama-tiny/reference/reference.json");
-  const auto ref = nlohmann::json::parse(in);
-  std::vector<Case> out;
-  for (const auto& c : ref["cases"])
-    for (size_t i = 0; i < c["prompt_ids"].size(); ++i)
-      out.push_back({c["prompt_ids"][i].get<std::vector<TokenId>>(), c["tokens"][i].get<std::vector<TokenId>>()});
-  return out;
-}
-
-generate::DecodeRequest greedy(const std::vector<TokenId>& prompt, size_t new_tokens) {
-  generate::DecodeRequest r;
-  r.prompts = {prompt};
-  r.config.max_new_tokens = new_tokens;
-  return r;
-}
+runtime::CachedDecoder& decoder(int bits) { return testing::llama_tiny(bits); }
+std::vector<Case> torch_cases() { return testing::llama_tiny_cases(); }
 
 TEST(SpeculativeDecodeOnModels, Int4DraftMakesTorchsGreedyTokensForEveryK) {
   const auto cases = torch_cases();
