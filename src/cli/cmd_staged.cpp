@@ -1,6 +1,8 @@
 // mminfer staged --pipeline DIR INPUT... : a staged pipeline's stages for each image or .npy
 // tensor, the encoder once per input and each gated stage only where its gate lets it run.
 #include <cstdio>
+#include <cstring>
+#include <map>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -52,6 +54,7 @@ int cmd_staged(int argc, char** argv) {
   std::vector<std::vector<staged::StageRun>> runs(files.size());
   std::vector<image::Image> images;
   std::vector<uint64_t> image_ids;
+  std::map<std::pair<DType, Shape>, std::vector<std::pair<size_t, Tensor>>> tensors;  // by dtype and shape
   for (size_t i = 0; i < files.size(); ++i) {
     try {
       std::vector<uint8_t> bytes = read_input_file(files[i]);
@@ -61,14 +64,41 @@ int cmd_staged(int argc, char** argv) {
         continue;
       }
       Tensor one = parse_npy(std::string(bytes.begin(), bytes.end()), files[i]);
-      Shape batched{1};
-      batched.insert(batched.end(), one.shape().begin(), one.shape().end());
-      const uint64_t id = i;
-      runs[i] = pipeline.run_tensor(Tensor::alias(one, one.dtype(), batched, one.raw()), static_cast<uint64_t>(seed), {&id, 1})[0];
+      tensors[{one.dtype(), one.shape()}].push_back({i, one});
     } catch (const Error& e) {
       errors[i] = e.what();
     }
   }
+  // Tensors of one dtype and shape go through in batches; a batch that fails is run again one
+  // input at a time, so that only the inputs at fault get its error.
+  for (const auto& [kind, group] : tensors)
+    for (size_t from = 0; from < group.size(); from += staged::StagedPipeline::kBatch) {
+      const size_t n = std::min(staged::StagedPipeline::kBatch, group.size() - from);
+      auto run_part = [&](size_t first, size_t count) {
+        Shape shape{static_cast<int64_t>(count)};
+        shape.insert(shape.end(), kind.second.begin(), kind.second.end());
+        Tensor batch = Tensor::empty(kind.first, shape);
+        std::vector<uint64_t> ids;
+        for (size_t k = 0; k < count; ++k) {
+          const Tensor& t = group[first + k].second;
+          std::memcpy(static_cast<char*>(batch.raw()) + k * t.nbytes(), t.raw(), t.nbytes());
+          ids.push_back(group[first + k].first);
+        }
+        auto got = pipeline.run_tensor(batch, static_cast<uint64_t>(seed), ids);
+        for (size_t k = 0; k < count; ++k) runs[ids[k]] = std::move(got[k]);
+      };
+      try {
+        run_part(from, n);
+      } catch (const Error&) {
+        for (size_t k = from; k < from + n; ++k) {
+          try {
+            run_part(k, 1);
+          } catch (const Error& e) {
+            errors[group[k].first] = e.what();
+          }
+        }
+      }
+    }
   if (!images.empty()) {
     std::vector<std::vector<staged::StageRun>> got = pipeline.run_images(images, static_cast<uint64_t>(seed), image_ids);
     for (size_t k = 0; k < got.size(); ++k) runs[image_ids[k]] = std::move(got[k]);

@@ -132,6 +132,14 @@ TEST(StagedConfig, ReadsSourcesGatesAndDefaults) {
   EXPECT_EQ(b.gate->fallback.dtype(), DType::kInt64);
   EXPECT_EQ(b.gate->fallback.shape(), (Shape{2, 2}));
   EXPECT_EQ(c.stages[2].gate->fallback.dtype(), DType::kFloat32);
+  EXPECT_FALSE(b.gate->fallback_stage);
+
+  // Early exit: a skipped stage takes an earlier stage's result.
+  StagedConfig exit = read_staged_config(pipelines::read_manifest(folder(R"([
+    {"name": "a", "inputs": {"x": "encoder.h"}},
+    {"name": "b", "inputs": {"x": "encoder.h"}, "gate": {"confidence": 0.9, "default": "a"}}])")));
+  ASSERT_TRUE(exit.stages[1].gate && exit.stages[1].gate->fallback_stage);
+  EXPECT_EQ(*exit.stages[1].gate->fallback_stage, 0u);
 }
 
 TEST(StagedConfig, RefusesWhatCannotRun) {
@@ -162,5 +170,13 @@ TEST(StagedConfig, RefusesWhatCannotRun) {
   EXPECT_NE(error_of(R"([{"name": "encoder", "inputs": {"x": "encoder.h"}}])").find("is reserved"), std::string::npos);
   EXPECT_NE(error_of(R"([{"name": "a", "inputs": {"x": "encoder"}}])").find("names no encoder output"), std::string::npos);
   EXPECT_NE(error_of(R"([{"name": "a", "inputs": {"x": "encoder.h"}, "select": "max"}])").find("must be \"argmax\""),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"name": "a", "inputs": {"x": "encoder.h"}},
+                         {"name": "b", "inputs": {"x": "a"}, "gate": {"confidence": 0.5, "default": "c"}}])")
+                .find("gate.default 'c' names no earlier stage"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"name": "a", "inputs": {"x": "encoder.h"}}, {"name": "c", "inputs": {"x": "encoder.h"}, "select": "value"},
+                         {"name": "b", "inputs": {"x": "a"}, "select": "value", "gate": {"stage": "a", "confidence": 0.5, "default": "a"}}])")
+                .find("gives class indices and this stage values"),
             std::string::npos);
 }

@@ -175,7 +175,18 @@ StagedConfig read_staged_config(const pipelines::Manifest& m) {
       g.confidence = c.get<double>();
       const json& fallback = member(gate, "default");
       if (fallback.is_null()) throw Error(at + ".gate.default is missing: the result skipped inputs take");
-      g.fallback = default_tensor(fallback, stage.select, at + ".gate.default");
+      if (fallback.is_string()) {
+        auto found = index.find(fallback.get<std::string>());
+        if (found == index.end())
+          throw Error(at + ".gate.default " + in_quotes(fallback.get<std::string>()) + " names no earlier stage");
+        const bool indices = stage.select != Select::kValue, other = config.stages[found->second].select != Select::kValue;
+        if (indices != other)
+          throw Error(at + ".gate.default: stage " + in_quotes(fallback.get<std::string>()) + " gives " +
+                      (other ? "class indices" : "values") + " and this stage " + (indices ? "class indices" : "values"));
+        g.fallback_stage = found->second;
+      } else {
+        g.fallback = default_tensor(fallback, stage.select, at + ".gate.default");
+      }
       stage.gate = std::move(g);
     }
     index[stage.name] = i;

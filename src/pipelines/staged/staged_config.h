@@ -21,8 +21,9 @@
 // axis, giving int64 indices, or "value", the tensor itself. The confidence of an argmax or
 // sample stage is, per input, the smallest over its rows of the largest softmax probability.
 // A gate skips its stage for the inputs where `stage` (default: the one before) ran and is at
-// least `confidence` sure; those inputs take `default` (a number or nested list, one input's
-// result) as the stage's result.
+// least `confidence` sure; those inputs take `default` as the stage's result: a number or
+// nested list (one input's result), or the name of an earlier stage whose result they take
+// instead (early exit: a light head answers, a deeper stage only where it is unsure).
 #pragma once
 #include <cstddef>
 #include <optional>
@@ -49,7 +50,8 @@ struct Source {
 struct Gate {
   size_t stage = 0;         // the earlier argmax or sample stage whose confidence decides
   double confidence = 1.0;  // skip when that stage ran and is at least this sure
-  Tensor fallback;          // one input's result for the inputs skipped (int64 or float32)
+  Tensor fallback;          // one input's result for the inputs skipped (int64 or float32)...
+  std::optional<size_t> fallback_stage;  // ...or, instead, that earlier stage's result for them
 };
 
 struct Stage {

@@ -125,7 +125,7 @@ StagedPipeline::StagedPipeline(const pipelines::Manifest& m, const SessionOption
     }
     // A default must look like one input's result, where the model says what that is.
     const ValueInfo* out = find_value(ses.outputs(), s.output);
-    if (s.gate && out->has_shape && out->dims.size() >= 1) {
+    if (s.gate && !s.gate->fallback_stage && out->has_shape && out->dims.size() >= 1) {
       std::vector<int64_t> row(out->dims.begin() + 1, out->dims.end() - (s.select == Select::kValue ? 0 : 1));
       const Shape& got = s.gate->fallback.shape();
       bool fits = row.size() == got.size();
@@ -232,7 +232,7 @@ std::vector<std::vector<StageRun>> StagedPipeline::run_batch(const Tensor& batch
         } catch (const Error& e) {
           throw Error(model.what + ": output " + in_quotes(s.output) + ": " + e.what());
         }
-        if (s.gate)
+        if (s.gate && !s.gate->fallback_stage)
           for (int64_t k = 0; k < s.gate->fallback.numel(); ++k)
             if (s.gate->fallback.data<int64_t>()[k] >= result.dim(result.rank() - 1))
               throw Error(model.what + ": its gate's default holds class " + std::to_string(s.gate->fallback.data<int64_t>()[k]) +
@@ -243,19 +243,23 @@ std::vector<std::vector<StageRun>> StagedPipeline::run_batch(const Tensor& batch
     totals_.ran[i] += items.size();
     totals_.skipped[i] += static_cast<uint64_t>(rows) - items.size();
 
-    if (s.gate && picked.defined()) {
-      const Tensor& fallback = s.gate->fallback;
-      Shape row(picked.shape().begin() + 1, picked.shape().end());
-      if (row != fallback.shape())
-        throw Error(model.what + ": its gate's default has shape " + shape_str(fallback.shape()) +
-                    ", but one input's result is " + shape_str(row));
-      if (picked.dtype() != fallback.dtype())
-        throw Error(model.what + ": its result is " + dtype_name(picked.dtype()) + "; a gated \"value\" stage must give float32");
+    // What skipped inputs take: the gate's default, or an earlier stage's result for them.
+    Tensor fallback_rows;
+    if (s.gate && !all)
+      fallback_rows = s.gate->fallback_stage ? results[*s.gate->fallback_stage].clone() : repeat_row(s.gate->fallback, rows);
+    if (fallback_rows.defined() && picked.defined()) {
+      Shape row(picked.shape().begin() + 1, picked.shape().end()), other(fallback_rows.shape().begin() + 1, fallback_rows.shape().end());
+      const std::string source = s.gate->fallback_stage ? "stage '" + one_line(config_.stages[*s.gate->fallback_stage].name) + "'" : "default";
+      if (row != other)
+        throw Error(model.what + ": its gate's " + source + " gives " + shape_str(other) + " per input, but it gives " + shape_str(row));
+      if (picked.dtype() != fallback_rows.dtype())
+        throw Error(model.what + ": its result is " + dtype_name(picked.dtype()) + ", its gate's " + source + " " +
+                    dtype_name(fallback_rows.dtype()) + " (a gated \"value\" stage must give float32)");
     }
     if (all) {
       results[i] = picked;
     } else {
-      results[i] = repeat_row(s.gate->fallback, rows);
+      results[i] = fallback_rows;
       if (picked.defined()) put_rows(results[i], picked, items);
     }
     for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
