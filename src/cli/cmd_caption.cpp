@@ -15,13 +15,13 @@ namespace mminfer::cli {
 int cmd_caption(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_decoder_precision_flags({"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads", "--feature-cache-mb",
-                                          "--speculate", "--draft-precision", "--cascade"}),
+                                          "--speculate", "--draft-precision", "--cascade", "--max-batch"}),
             {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16|int8]\n"
         "                       [--threads N] [--feature-cache-mb N] [--speculate K | --cascade H] [--draft-precision int4|int8]\n"
-        "                       [--json | --jsonl]\n"
+        "                       [--max-batch N] [--json | --jsonl]\n"
         "  the text of each image with an image-to-text folder (Optimum's vision-encoder-decoder export:\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and the\n"
         "  configs); the images are encoded and decoded together, a repeated image encoded once (an encoder-\n"
@@ -34,6 +34,8 @@ int cmd_caption(int argc, char** argv) {
         "  --cascade H: the decoder at --draft-precision (int4) chooses each token, the full one where the\n"
         "  light one's entropy is above H nats (captions may differ from the full model's); --json adds\n"
         "  \"cascade\": {\"max_entropy\", \"tokens\", \"escalated\", \"full_positions\", \"images_escalated\"}\n"
+        "  --max-batch N: decode at most N images together (default: all of them; speculative and cascaded\n"
+        "  captions are one at a time)\n"
         "  a bad image prints one error line and the others still run (exit status 1)\n",
         args.usage_stream());
     std::fputs(kDecoderPrecisionUsage, args.usage_stream());
@@ -45,6 +47,11 @@ int cmd_caption(int argc, char** argv) {
   pipelines::CaptionOptions options;
   options.max_new_tokens = max_new_tokens_flag(args);
   options.beams = beams_flag(args, "--beam", 16);
+  if (args.has("--max-batch")) {
+    const int n = args.get_int("--max-batch", 0);
+    if (n < 1) throw Error("--max-batch takes the most images decoded together, 1 or more");
+    options.max_batch = static_cast<size_t>(n);
+  }
   options.speculate = speculate_flag(args);
   options.cascade_entropy = cascade_flag(args);
   if (options.speculate || options.cascade_entropy >= 0) options.draft_bits = draft_bits_flag(args, "int4", false);

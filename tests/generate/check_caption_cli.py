@@ -65,6 +65,13 @@ def main():
     rc, out, err = caption(a.mminfer, a.model, images[:2], "--speculate", "2", "--beam", "3")
     check(rc != 0 and "no beam search" in err, f"--speculate with --beam refused: {err.strip()[:200]}")
 
+    # Decoding in groups of at most N images gives the same captions.
+    rc, out, err = caption(a.mminfer, a.model, images[:10], "--max-batch", "3")
+    check(rc == 0 and [r["text"] for r in json.loads(out)["results"]] == [r["text"] for r in results[:10]],
+          f"--max-batch 3: the captions of one batch {err.strip()[:200]}")
+    rc, out, err = caption(a.mminfer, a.model, images[:1], "--max-batch", "0")
+    check(rc != 0 and "1 or more" in err, f"--max-batch 0 refused: {err.strip()[:200]}")
+
     # The decoding cascade: a bound of 0 lets the FP32 decoder choose every token (its captions); a
     # bound no entropy reaches, the INT4 one (its captions); in between, the counts add up.
     rc, out, err = caption(a.mminfer, a.model, images[:64], "--precision", "text=int4")

@@ -139,12 +139,23 @@ Captions ImageToText::caption(const std::vector<image::Image>& images, const Cap
     }
     return out;
   }
-  decoder_->set_encoder_states(states[0], beams);
-  if (beams > 1) {
-    for (const auto& best : generate::beam_decode(*decoder_, request, &out.timings))
-      out.sequences.push_back(generate::best_sequence(best, request.config, detokenize));
-  } else {
-    out.sequences = generate::decode(*decoder_, request, detokenize, &out.timings);
+  // The images decode in groups of at most max_batch rows (0: all of them together).
+  const size_t group = options.max_batch ? options.max_batch : images.size();
+  for (size_t from = 0; from < images.size(); from += group) {
+    const size_t n = std::min(group, images.size() - from);
+    std::vector<Tensor> part;
+    for (size_t i = from; i < from + n; ++i) part.push_back(batch_row(states[0], static_cast<int64_t>(i)));
+    decoder_->set_encoder_states(n == images.size() ? states[0] : stack_rows(part), beams);
+    generate::DecodeRequest some = request;
+    some.prompts.assign(request.prompts.begin() + from, request.prompts.begin() + from + n);
+    generate::DecodeTimings t;
+    if (beams > 1) {
+      for (const auto& best : generate::beam_decode(*decoder_, some, &t))
+        out.sequences.push_back(generate::best_sequence(best, some.config, detokenize));
+    } else {
+      for (auto& seq : generate::decode(*decoder_, some, detokenize, &t)) out.sequences.push_back(std::move(seq));
+    }
+    out.timings.add(t);
   }
   return out;
 }

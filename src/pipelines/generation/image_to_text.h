@@ -23,6 +23,7 @@ namespace mminfer::pipelines {
 struct CaptionOptions {
   size_t max_new_tokens = 0;  // 0: the folder's generation_config
   size_t beams = 0;           // > 1: beam search; 0: the folder's num_beams
+  size_t max_batch = 0;       // images decoded together at most (0: every image of the call)
   // > 0: greedy speculative decoding, the folder's decoder at draft_bits (4 or 8) proposing this
   // many tokens per pass of the decoder (generate/speculative_decode.h): the same captions.
   size_t speculate = 0;
