@@ -176,7 +176,9 @@ def external_weights(path):
                     location=os.path.basename(path) + ".data", size_threshold=1024)
 
 
-def make_llama(out, name, new_tokens):
+def make_llama(out, name, new_tokens, train=None):
+    """train(model, cfg), when given, fits the weights (tools/train_phrase_llama.py) instead of
+    the scaled random init."""
     spec = dict(LLAMA_CONFIGS[name])
     gain = spec.pop("init_gain")
     bench_only = spec.pop("bench_only", False)
@@ -185,7 +187,11 @@ def make_llama(out, name, new_tokens):
     cfg = dict(spec, vocab_size=len(vocab) + len(specials), rms_norm_eps=1e-5, rope_theta=10000.0)
     torch.manual_seed(17)
     model = gm.LlamaForCausalLM(cfg).eval()
-    scale_init([model], gain)
+    if train:
+        train(model, cfg)
+        model.eval()
+    else:
+        scale_init([model], gain)
     n, kv, hd = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["hidden_size"] // cfg["num_attention_heads"]
 
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
