@@ -1,5 +1,7 @@
 #include "cli/calibration.h"
 
+#include "cli/args.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
@@ -194,6 +196,23 @@ std::map<std::string, std::pair<float, float>> calibrate_ranges(const std::strin
     out[name] = {r.lo, r.hi};
   }
   return out;
+}
+
+size_t calib_limit_flag(const Args& args) {
+  const int limit = args.get_int("--calib-limit", 64);
+  if (limit < 1) throw Error("--calib-limit must be at least 1");
+  return static_cast<size_t>(limit);
+}
+
+CalibrationRun calibration_run_flags(const Args& args, const std::string& path, const Session& session,
+                                     CalibrationSteps steps, std::vector<Sample>* samples) {
+  const size_t limit = calib_limit_flag(args);
+  if (args.has("--calib-pipeline")) {
+    if (args.has("--calib-preprocess")) throw Error("give --calib-pipeline or --calib-preprocess, not both");
+    return run_pipeline(args.get("--calib-pipeline"), args.get("--calib"), limit, steps);
+  }
+  *samples = calibration_samples(args.get("--calib"), session, args.get("--calib-preprocess", ""), limit);
+  return run_samples(path, *samples, steps);
 }
 
 }  // namespace mminfer::cli

@@ -13,6 +13,7 @@
 
 namespace mminfer::cli {
 
+class Args;
 using Sample = std::vector<NamedTensor>;
 
 // The samples in `dir`, sorted by name, at most `limit`:
@@ -38,6 +39,14 @@ CalibrationRun run_samples(const std::string& path, const std::vector<Sample>& s
 // through its own preprocessing; the model being calibrated is one of the pipeline's.
 CalibrationRun run_pipeline(const std::string& pipeline_dir, const std::string& dir, size_t limit,
                             CalibrationSteps steps = {});
+
+// --calib-limit N (64 when absent); throws Error below 1.
+size_t calib_limit_flag(const Args& args);
+// The calibration run the flags ask for: with --calib-pipeline DIR, that folder's pipeline on the
+// files of --calib; otherwise the samples of --calib (images through --calib-preprocess), which
+// also land in `samples`, fed to the model at `path` (`session` tells their input names).
+CalibrationRun calibration_run_flags(const Args& args, const std::string& path, const Session& session,
+                                     CalibrationSteps steps, std::vector<Sample>* samples);
 
 // The range `method` picks for each of `activations` of the model at `path`, observed through
 // `run` (twice for percentile and entropy: range, then histogram). Throws Error when an

@@ -71,10 +71,9 @@ int write_weight_only(const Args& args, int bits) {
   if (base_dir.empty()) base_dir = ".";
   std::vector<onnx_io::AwqChoice> awq;
   if (args.has("--calib-prompts") || args.has("--calib")) {
-    int limit = args.get_int("--calib-limit", 64);
-    if (limit < 1) throw Error("--calib-limit must be at least 1");
-    std::vector<std::string> inputs = args.has("--calib") ? image_files(args.get("--calib"), static_cast<size_t>(limit))
-                                                          : read_prompts(args.get("--calib-prompts"), static_cast<size_t>(limit));
+    const size_t limit = calib_limit_flag(args);
+    std::vector<std::string> inputs = args.has("--calib") ? image_files(args.get("--calib"), limit)
+                                                          : read_prompts(args.get("--calib-prompts"), limit);
     auto stats = observe_activations(in, args.get("--calib-pipeline", base_dir), inputs,
                                      onnx_io::awq_activations(model, opt, keep), threads_flag(args));
     awq = onnx_io::apply_awq_scaling(model, stats, opt, base_dir, keep);
@@ -209,25 +208,16 @@ int cmd_optimize(int argc, char** argv) {
     CalibrationMethod method = parse_calibration_method(args.get("--calib-method", "percentile"));
     double percentile = args.get_double("--percentile", 99.99);
     if (!(percentile > 0 && percentile <= 100)) throw Error("--percentile must be in (0, 100]");
-    int limit = args.get_int("--calib-limit", 64);
-    if (limit < 1) throw Error("--calib-limit must be at least 1");
     std::set<std::string> activations;
     for (const std::string& l : layers)
       if (precision_of[l] == "int8") activations.insert(activation_of[l]);
-    CalibrationRun run;
     const int passes = method == CalibrationMethod::kMinMax ? 1 : 2;  // range, then histogram
     int pass = 0;
     CalibrationSteps steps = [&](size_t done, size_t total) {
       if (done == 0) progress.restart("calibration pass " + std::to_string(++pass) + "/" + std::to_string(passes), total);
       else progress.set(done);
     };
-    if (args.has("--calib-pipeline")) {
-      if (args.has("--calib-preprocess")) throw Error("give --calib-pipeline or --calib-preprocess, not both");
-      run = run_pipeline(args.get("--calib-pipeline"), args.get("--calib"), static_cast<size_t>(limit), steps);
-    } else {
-      samples = calibration_samples(args.get("--calib"), *session, args.get("--calib-preprocess", ""), static_cast<size_t>(limit));
-      run = run_samples(in, samples, steps);
-    }
+    CalibrationRun run = calibration_run_flags(args, in, *session, steps, &samples);
     // Evaluated on what the pipeline feeds the model, unless the command line gives inputs.
     std::vector<std::string> input_names;
     for (const ValueInfo& v : session->inputs()) input_names.push_back(v.name);

@@ -175,21 +175,12 @@ int cmd_prune(int argc, char** argv) {
   load_opts.threads = threads;
   std::unique_ptr<Session> original;
   if (Status st = Session::load(in, load_opts, &original); !st) throw Error(st.message());
-  int limit = args.get_int("--calib-limit", 64);
-  if (limit < 1) throw Error("--calib-limit must be at least 1");
   CalibrationSteps steps = [&](size_t done, size_t total) {
     if (done == 0) progress.restart("calibration", total);
     else progress.set(done);
   };
-  CalibrationRun run;
   std::vector<Sample> samples;
-  if (args.has("--calib-pipeline")) {
-    if (args.has("--calib-preprocess")) throw Error("give --calib-pipeline or --calib-preprocess, not both");
-    run = run_pipeline(args.get("--calib-pipeline"), args.get("--calib"), static_cast<size_t>(limit), steps);
-  } else {
-    samples = calibration_samples(args.get("--calib"), *original, args.get("--calib-preprocess", ""), static_cast<size_t>(limit));
-    run = run_samples(in, samples, steps);
-  }
+  CalibrationRun run = calibration_run_flags(args, in, *original, steps, &samples);
   std::vector<std::string> input_names;
   for (const ValueInfo& v : original->inputs()) input_names.push_back(v.name);
   // The first runs' inputs, as the pipeline made them, compare the written model with the original.
