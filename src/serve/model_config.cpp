@@ -51,6 +51,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& p
       if (Status st = set_keep_fp32(v.get<std::string>(), &c.session.precision); !st) throw Error(path + ": " + st.message());
     } else if (key == "merge_tokens") {
       c.session.merge_tokens = static_cast<int>(integer(v, path, "merge_tokens", 0, 1024));
+    } else if (key == "prune_image_tokens") {
+      if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() < 1))
+        throw Error(path + ": prune_image_tokens must be the share of image tokens dropped, from 0 to below 1");
+      c.prune_image_tokens = v.get<double>();
     } else if (key == "min_cosine") {
       if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1)
         throw Error(path + ": min_cosine must be a number between 0 and 1");
@@ -105,6 +109,7 @@ nlohmann::json ModelConfig::to_json() const {
           {"precision", precision_spec(session.precision)},
           {"keep_fp32", session.precision.keep_fp32},
           {"merge_tokens", session.merge_tokens},
+          {"prune_image_tokens", prune_image_tokens},
           {"min_cosine", min_cosine},
           {"instances", instances},
           {"max_audio_seconds", limits.max_audio_seconds},

@@ -9,7 +9,9 @@
 // bounds what a precision below FP32 may cost an embedding pipeline: measured at load on probe
 // inputs (pipelines/embedding_accuracy.h), a tower below it keeps the model from loading.
 // merge_tokens (SessionOptions::merge_tokens) merges that many tokens per block in a vision
-// tower; min_cosine bounds it as it bounds a precision.
+// tower; min_cosine bounds it as it bounds a precision. prune_image_tokens (a share from 0 to
+// below 1) lets a vision-language model's decoder read only the image tokens most relevant to
+// the prompt's text (pipelines/generation/image_token_pruning.h).
 //
 // max_* bound the work one input may ask for (input_limits.h): longer audio, larger images and
 // longer texts are answered 413 before they are queued.
@@ -54,7 +56,7 @@ struct ModelConfig {
   double min_cosine = 0;            // 0: measured and reported, not enforced
   InputLimits limits;
   GenerationSettings generation;
-
+  double prune_image_tokens = 0;  // vision-language: the share of image tokens dropped
   // Throws Error "<path>: <key> ..." naming the bad key.
   static ModelConfig from_json(const nlohmann::json& j, const std::string& path);
   static ModelConfig from_file(const std::string& path);  // defaults when the file is absent

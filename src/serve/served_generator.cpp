@@ -33,6 +33,7 @@ ServedGenerator::ServedGenerator(const std::string& dir, const ModelConfig& conf
   if (vision_language) {
     vlm_ = std::make_unique<pipelines::VisionLanguage>(dir, config.session, g.kv_cache);
     vlm_->features().set_cache_bytes(size_t{64} << 20);  // a second question about an image skips the encoder
+    vlm_->set_image_token_pruning(config.prune_image_tokens);
     decoder = &vlm_->decoder();
     detokenize = vlm_->detokenizer();
     model_context = vlm_->context();

@@ -117,7 +117,10 @@ ServedModel::ServedModel(std::string name, int version, const std::string& dir, 
   // (config.json, tokenizer.json) or says so in pipeline.json is generative.
   const fs::path d(dir);
   const bool may_generate = fs::exists(d / "pipeline.json") || fs::exists(d / "config.json") || fs::exists(d / "tokenizer.json");
-  if (auto generative = may_generate ? pipelines::detect_generative_folder(dir) : std::nullopt) {
+  const auto generative = may_generate ? pipelines::detect_generative_folder(dir) : std::nullopt;
+  if (config_.prune_image_tokens > 0 && !(generative && generative->kind == pipelines::GenerativeKind::kVisionLanguage))
+    throw Error("model '" + name_ + "': prune_image_tokens applies to vision-language models only");
+  if (generative) {
     kind_ = pipelines::kind_name(generative->kind);
     const bool speech = generative->kind == pipelines::GenerativeKind::kSpeechToText;
     const bool vision_language = generative->kind == pipelines::GenerativeKind::kVisionLanguage;

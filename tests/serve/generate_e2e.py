@@ -34,7 +34,7 @@ class Context:
 def make_repository(models, work):
     """llama (with a chat template, 4 sequences at once) and llama-one (1 sequence, 2 waiting,
     no template), both copies of llama-tiny; whisper and vlm, copies of whisper-tiny-test and
-    vlm-tiny."""
+    vlm-tiny; vlm-pruned, vlm-tiny dropping half its image tokens."""
     repo = os.path.join(work, "repository")
     shutil.rmtree(repo, ignore_errors=True)
     source = os.path.join(models, "llama-tiny")
@@ -50,8 +50,10 @@ def make_repository(models, work):
             json.dump(config, f)
     with open(os.path.join(repo, "llama", "1", "chat_template.jinja"), "w") as f:
         f.write(CHATML)
-    for name, source in (("whisper", "whisper-tiny-test"), ("vlm", "vlm-tiny")):
+    for name, source in (("whisper", "whisper-tiny-test"), ("vlm", "vlm-tiny"), ("vlm-pruned", "vlm-tiny")):
         shutil.copytree(os.path.join(models, source), os.path.join(repo, name, "1"), ignore=shutil.ignore_patterns("reference"))
+    with open(os.path.join(repo, "vlm-pruned", "config.json"), "w") as f:
+        json.dump({"prune_image_tokens": 0.5}, f)
     return repo
 
 
@@ -471,6 +473,29 @@ def test_vision_language_chat(ctx):
           flush=True)
 
 
+def test_vision_language_chat_with_fewer_image_tokens(ctx):
+    """vlm-pruned (config prune_image_tokens 0.5): `mminfer chat --prune-image-tokens 0.5`'s answer
+    and prompt length for two questions about one image, asked twice each; the rows each question
+    keeps differ, so a later question reuses no image rows another one kept."""
+    from PIL import Image, ImageDraw
+    img = Image.new("RGB", (180, 140), (40, 160, 90))
+    ImageDraw.Draw(img).rectangle((30, 20, 120, 100), fill=(240, 240, 30))
+    f = os.path.join(ctx.work, "pruned.png")
+    img.save(f)
+    url = "data:image/png;base64," + base64.b64encode(open(f, "rb").read()).decode()
+    folder = os.path.join(os.path.dirname(os.path.dirname(ctx.folder)), "vlm-pruned", "1")
+    for question in ("What is in the image?", "Which colour is the box?", "What is in the image?"):
+        p = subprocess.run([ctx.mminfer, "chat", "--pipeline", folder, "--image", f, question, "--max-new-tokens", "20",
+                            "--json", "--prune-image-tokens", "0.5"], capture_output=True, text=True, timeout=120)
+        want = json.loads(p.stdout)
+        r = ctx.server.post_json("/v1/chat/completions", dict(image_chat(url, question), model="vlm-pruned"))
+        assert r.status == 200, r.body[:300]
+        j = r.json()
+        assert j["choices"][0]["message"]["content"] == want["text"], f"{question!r}: {j['choices'][0]['message']} vs {want['text']!r}"
+        assert j["usage"]["prompt_tokens"] == want["prompt_tokens"], (j["usage"], want["prompt_tokens"])
+        assert want["image_tokens"][0] * 2 == want["image_tokens"][1], want["image_tokens"]
+
+
 def test_later_turns_reuse_the_prefix(ctx):
     """A conversation's second turn starts from the first turn's cached blocks (usage's
     cached_tokens, /metrics' prefix hits) and still answers what the command line answers."""
@@ -796,6 +821,7 @@ def main():
                         test_triton_generate_extension, test_audio_transcriptions, test_page_chats_and_transcribes,
                         test_openai_npm_client, test_later_turns_reuse_the_prefix, test_256_clients_get_answers_or_429,
                         test_kv_cache_bytes_bounds_the_blocks, test_vision_language_chat,
+                        test_vision_language_chat_with_fewer_image_tokens,
                         test_special_tokens_show_when_asked, test_chat_with_input_audio, test_loadgen_generate,
                         test_metrics_count_generation], ctx)
     finally:

@@ -60,6 +60,7 @@ PrunedImageTokens prune_image_tokens(const std::vector<generate::TokenId>& promp
     }
     if (kept[row]) {
       out.prompt.push_back(t);
+      out.rows.push_back(row);
       std::memcpy(out.features.data<float>() + written * width, features.data<float>() + row * width, sizeof(float) * width);
       ++written;
     }

@@ -15,6 +15,7 @@ namespace mminfer::pipelines {
 struct PrunedImageTokens {
   std::vector<generate::TokenId> prompt;  // the image tokens of dropped rows removed
   Tensor features;                        // [1, kept, width]
+  std::vector<size_t> rows;               // the feature rows kept, in order
   size_t kept = 0, total = 0;
 };
 

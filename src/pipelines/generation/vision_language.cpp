@@ -276,6 +276,17 @@ VisionLanguage::Conversation VisionLanguage::converse(const nlohmann::ordered_js
   text::Encoding e = tokenizer_->encode(text, false);
   c.ids.assign(e.ids.begin(), e.ids.end());
   c.embeddings = run_one(*embed_, "input_ids", generate::ids_tensor(c.ids));
+  if (features && prune_image_tokens_ > 0) {
+    PrunedImageTokens pruned = prune_image_tokens(c.ids, image_token_, c.embeddings, *features, prune_image_tokens_);
+    c.ids = std::move(pruned.prompt);
+    c.embeddings = run_one(*embed_, "input_ids", generate::ids_tensor(c.ids));
+    splice_features(c.embeddings, c.ids, image_token_, &pruned.features);
+    // The image tokens' ids are all alike: the rows kept tell prompts that kept others apart
+    // (the server's prefix cache keys on the ids and this digest).
+    c.image_digest += "|rows";
+    for (size_t r : pruned.rows) c.image_digest += "," + std::to_string(r);
+    return c;
+  }
   splice_features(c.embeddings, c.ids, image_token_, features);
   return c;
 }

@@ -103,8 +103,9 @@ class VisionLanguage {
   generate::DecodedSequence answer(const std::string& question, const image::Image* image, generate::DecodeRequest request,
                                    generate::DecodeTimings* timings = nullptr, double* encoder_ms = nullptr,
                                    int* image_frames = nullptr, std::pair<size_t, size_t>* image_tokens = nullptr);
-  // answer() keeps only the image tokens most relevant to the prompt's text, dropping this
-  // share of them (image_token_pruning.h; 0: all kept). Throws Error outside [0, 1).
+  // answer() and conversation(s)() keep only the image tokens most relevant to the prompt's
+  // text, dropping this share of them (image_token_pruning.h; 0: all kept); a conversation's
+  // image_digest then names the rows kept. Throws Error outside [0, 1).
   void set_image_token_pruning(double share_removed);
   const generate::GenerationConfig& config() const { return config_; }
   // The image features' cache (one per pipeline unless shared; null: none) and how often the

@@ -8,7 +8,7 @@ namespace {
 TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   auto j = nlohmann::json::parse(R"({"max_batch_size": 16, "max_queue_delay_us": 5000, "preferred_batch_size": [8, 16],
     "queue_capacity": 64, "latency_target_ms": 40, "cache": false, "threads": 2, "opt_level": 1,
-    "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "min_cosine": 0.995, "instances": 2,
+    "precision": "vision=int8,text=bf16", "keep_fp32": "proj", "min_cosine": 0.995, "instances": 2, "prune_image_tokens": 0.25,
     "max_audio_seconds": 90.5, "max_image_pixels": 4000000, "max_text_bytes": 2048,
     "max_sequences": 12, "context": 1024, "prefill_chunk": 64, "kv_cache": "fp16", "kv_cache_bytes": 1000000,
     "kv_block_size": 32, "merge_tokens": 3})");
@@ -25,6 +25,7 @@ TEST(ModelConfig, ReadsEveryKeyAndWritesItBack) {
   EXPECT_EQ(c.session.precision.keep_fp32, "proj");
   EXPECT_EQ(c.instances, 2);
   EXPECT_EQ(c.min_cosine, 0.995);
+  EXPECT_EQ(c.prune_image_tokens, 0.25);
   EXPECT_EQ(c.session.merge_tokens, 3);
   EXPECT_EQ(c.limits.max_audio_seconds, 90.5);
   EXPECT_EQ(c.limits.max_image_pixels, 4000000);
@@ -65,6 +66,8 @@ TEST(ModelConfig, BadValuesNameTheFileAndTheKey) {
              {R"({"opt_level": 3})", "opt_level must be between 0 and 2"},
              {R"({"instances": 0})", "instances must be between 1 and 16"},
              {R"({"min_cosine": 1.5})", "min_cosine must be a number between 0 and 1"},
+             {R"({"prune_image_tokens": 1})", "prune_image_tokens must be the share of image tokens dropped"},
+             {R"({"prune_image_tokens": -0.5})", "prune_image_tokens must be the share of image tokens dropped"},
              {R"({"min_cosine": "0.99"})", "min_cosine must be a number between 0 and 1"},
              {R"({"precison": "int8"})", "unknown key 'precison'"},
              {R"({"max_audio_seconds": 0})", "max_audio_seconds must be a number of seconds above 0"},
