@@ -1,5 +1,6 @@
 // mminfer staged --pipeline DIR INPUT... : a staged pipeline's stages for each image or .npy
 // tensor, the encoder once per input and each gated stage only where its gate lets it run.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -41,8 +42,11 @@ int cmd_staged(int argc, char** argv) {
   SessionOptions session;
   session.threads = threads_flag(args);
   session.precision = precision_flags(args);
-  const int64_t seed = static_cast<int64_t>(args.get_double("--seed", 0));
-  if (seed < 0 || args.get_double("--seed", 0) != static_cast<double>(seed)) throw Error("--seed takes a whole number, 0 or more");
+  const double seed_value = args.get_double("--seed", 0);
+  // Below 2^53, where every whole number is exact in a double (and the cast is defined).
+  if (!(seed_value >= 0 && seed_value < 9007199254740992.0) || seed_value != std::floor(seed_value))
+    throw Error("--seed takes a whole number from 0 to 2^53 - 1");
+  const auto seed = static_cast<int64_t>(seed_value);
   pipelines::Manifest manifest = pipelines::read_manifest(args.get("--pipeline"));
   if (manifest.type != pipelines::PipelineType::kStaged)
     throw Error("staged needs a staged pipeline; " + manifest.path + " is type '" + pipelines::type_name(manifest.type) + "'");

@@ -119,7 +119,8 @@ int cmd_tune_model(int argc, char** argv) {
         "  until none helps. OUT receives the chosen variant as standard ONNX (INT8 in ONNX Runtime's\n"
         "  dynamic form); merged tokens are a load-time option (--merge-tokens R, the serve config's\n"
         "  merge_tokens), printed with the choice. Defaults: --precision fp32,int8 --prune 0,0.25\n"
-        "  --low-rank off --merge 0,2. Intermediate files go to --work (OUT.tune/).\n",
+        "  --low-rank off --merge 0,2. Intermediate files go to --work (OUT.tune/). --calib-limit N (64) and\n"
+        "  --eval-limit N (16) bound the inputs read from each folder.\n",
         args.usage_stream());
     if (args.has("--help")) std::fputs(kProgressUsage, args.usage_stream());
     return args.has("--help") ? 0 : 2;
@@ -136,6 +137,10 @@ int cmd_tune_model(int argc, char** argv) {
   std::vector<double> prunes = number_list(args, "--prune", {0, 0.25}, 0, 0.9);
   std::vector<double> ranks = number_list(args, "--low-rank", {0}, 0, 1);
   std::vector<double> merges = number_list(args, "--merge", {0, 2}, 0, 64);
+  for (double r : merges)
+    if (r != std::floor(r)) throw Error("--merge takes whole numbers of tokens, got " + std::to_string(r));
+  const int eval_limit = args.get_int("--eval-limit", 16);
+  if (eval_limit < 1) throw Error("--eval-limit must be at least 1");
   std::vector<bool> precisions;
   {
     std::stringstream in(args.get("--precision", "fp32,int8"));
@@ -157,7 +162,7 @@ int cmd_tune_model(int argc, char** argv) {
   std::unique_ptr<Session> original;
   if (Status st = Session::load(model, base, &original); !st) throw Error(model + ": " + st.message());
   const std::vector<Sample> eval =
-      calibration_samples(args.get("--eval"), *original, "", static_cast<size_t>(args.get_int("--eval-limit", 16)));
+      calibration_samples(args.get("--eval"), *original, "", static_cast<size_t>(eval_limit));
   std::vector<std::vector<Tensor>> reference;
   for (const Sample& s : eval) {
     std::vector<Tensor> got;
