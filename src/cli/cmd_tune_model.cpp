@@ -8,11 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
-
-#include <sys/wait.h>
 
 #include "cli/args.h"
 #include "cli/calibration.h"

@@ -22,12 +22,9 @@ using testing::fake_text;
 using testing::greedy;
 using Case = testing::GreedyCase;
 
-runtime::CachedDecoder& decoder(int bits) { return testing::llama_tiny(bits); }
-std::vector<Case> torch_cases() { return testing::llama_tiny_cases(); }
-
 // A model's processed logits after `prefix`, from a fresh prefill.
 std::vector<float> logits_after(int bits, const std::vector<TokenId>& prefix, size_t prompt_length, TokenId* choice) {
-  generate::DecoderOnlyModel m(decoder(bits));
+  generate::DecoderOnlyModel m(testing::llama_tiny(bits));
   m.start(1, static_cast<int64_t>(prefix.size()) + 1);
   Tensor t = m.prefill(0, prefix);
   std::vector<float> row(t.data<float>(), t.data<float>() + t.dim(1));
@@ -40,8 +37,8 @@ std::vector<float> logits_after(int bits, const std::vector<TokenId>& prefix, si
 
 TEST(CascadeDecodeOnModels, TheBoundsGiveEachModelsOwnTokens) {
   size_t models_differ = 0;  // cases where INT4 and FP32 part ways, so the bounds are told apart
-  for (const Case& c : torch_cases()) {
-    generate::DecoderOnlyModel full(decoder(32)), light(decoder(4)), alone(decoder(4));
+  for (const Case& c : testing::llama_tiny_cases()) {
+    generate::DecoderOnlyModel full(testing::llama_tiny(32)), light(testing::llama_tiny(4)), alone(testing::llama_tiny(4));
     generate::CascadeStats never, always;
     auto light_only = generate::cascade_decode(full, light, greedy(c.prompt, 24), 1e9, fake_text, nullptr, &never).at(0);
     auto int4 = generate::decode(alone, greedy(c.prompt, 24), fake_text).at(0);
@@ -59,7 +56,7 @@ TEST(CascadeDecodeOnModels, TheBoundsGiveEachModelsOwnTokens) {
 }
 
 TEST(CascadeDecodeOnModels, EachTokenComesFromTheModelItsEntropyPicks) {
-  const Case c = torch_cases().at(0);
+  const Case c = testing::llama_tiny_cases().at(0);
   // A bound near the middle of the light model's entropies on torch's sequence.
   std::vector<double> h;
   std::vector<TokenId> prefix = c.prompt;
@@ -70,7 +67,7 @@ TEST(CascadeDecodeOnModels, EachTokenComesFromTheModelItsEntropyPicks) {
   }
   std::sort(h.begin(), h.end());
   const double bound = (h[7] + h[8]) / 2;
-  generate::DecoderOnlyModel full(decoder(32)), light(decoder(4));
+  generate::DecoderOnlyModel full(testing::llama_tiny(32)), light(testing::llama_tiny(4));
   generate::CascadeStats stats;
   auto got = generate::cascade_decode(full, light, greedy(c.prompt, 32), bound, fake_text, nullptr, &stats).at(0);
   ASSERT_EQ(got.tokens.size(), 32u);
@@ -93,12 +90,12 @@ TEST(CascadeDecodeOnModels, EachTokenComesFromTheModelItsEntropyPicks) {
 }
 
 TEST(CascadeDecodeOnModels, LimitsAndRefusals) {
-  const Case c = torch_cases().at(1);
+  const Case c = testing::llama_tiny_cases().at(1);
   generate::DecodeRequest request = greedy(c.prompt, 64);
   request.context = static_cast<int64_t>(c.prompt.size()) + 9;
-  generate::DecoderOnlyModel plain(decoder(32));
+  generate::DecoderOnlyModel plain(testing::llama_tiny(32));
   const auto want = generate::decode(plain, request, fake_text).at(0);
-  generate::DecoderOnlyModel full(decoder(32)), light(decoder(4));
+  generate::DecoderOnlyModel full(testing::llama_tiny(32)), light(testing::llama_tiny(4));
   const auto got = generate::cascade_decode(full, light, request, 0, fake_text).at(0);
   EXPECT_EQ(got.tokens, want.tokens);
   EXPECT_EQ(got.reason, want.reason);

@@ -17,16 +17,13 @@ using testing::fake_text;
 using testing::greedy;
 using Case = testing::GreedyCase;
 
-runtime::CachedDecoder& decoder(int bits) { return testing::llama_tiny(bits); }
-std::vector<Case> torch_cases() { return testing::llama_tiny_cases(); }
-
 TEST(SpeculativeDecodeOnModels, Int4DraftMakesTorchsGreedyTokensForEveryK) {
-  const auto cases = torch_cases();
+  const auto cases = testing::llama_tiny_cases();
   ASSERT_GE(cases.size(), 3u);
   for (size_t k : {1u, 3u, 6u}) {
     generate::SpeculativeStats total;
     for (const Case& c : cases) {
-      generate::DecoderOnlyModel target(decoder(32)), draft(decoder(4));
+      generate::DecoderOnlyModel target(testing::llama_tiny(32)), draft(testing::llama_tiny(4));
       generate::SpeculativeStats stats;
       auto out = generate::speculative_decode(target, draft, greedy(c.prompt, c.tokens.size()), k, fake_text, nullptr, &stats);
       ASSERT_EQ(out.size(), 1u);
@@ -41,8 +38,8 @@ TEST(SpeculativeDecodeOnModels, Int4DraftMakesTorchsGreedyTokensForEveryK) {
 }
 
 TEST(SpeculativeDecodeOnModels, TheModelAsItsOwnDraftKeepsEveryProposal) {
-  const Case c = torch_cases().at(0);
-  generate::DecoderOnlyModel target(decoder(32)), draft(decoder(32));
+  const Case c = testing::llama_tiny_cases().at(0);
+  generate::DecoderOnlyModel target(testing::llama_tiny(32)), draft(testing::llama_tiny(32));
   generate::SpeculativeStats stats;
   generate::DecodeTimings t;
   auto out = generate::speculative_decode(target, draft, greedy(c.prompt, 60), 4, fake_text, &t, &stats);
@@ -55,26 +52,26 @@ TEST(SpeculativeDecodeOnModels, TheModelAsItsOwnDraftKeepsEveryProposal) {
 }
 
 TEST(SpeculativeDecodeOnModels, LimitsCutAPassShortAsInPlainDecoding) {
-  const Case c = torch_cases().at(1);
+  const Case c = testing::llama_tiny_cases().at(1);
   for (size_t n : {1u, 2u, 7u, 13u}) {
-    generate::DecoderOnlyModel target(decoder(32)), draft(decoder(4));
+    generate::DecoderOnlyModel target(testing::llama_tiny(32)), draft(testing::llama_tiny(4));
     auto out = generate::speculative_decode(target, draft, greedy(c.prompt, n), 5, fake_text);
     EXPECT_EQ(out[0].tokens, std::vector<TokenId>(c.tokens.begin(), c.tokens.begin() + n)) << n << " new tokens";
   }
   // A context 9 positions past the prompt: the tokens plain decoding makes before its end.
   generate::DecodeRequest request = greedy(c.prompt, 64);
   request.context = static_cast<int64_t>(c.prompt.size()) + 9;
-  generate::DecoderOnlyModel plain(decoder(32));
+  generate::DecoderOnlyModel plain(testing::llama_tiny(32));
   const auto want = generate::decode(plain, request, fake_text).at(0);
-  generate::DecoderOnlyModel target(decoder(32)), draft(decoder(4));
+  generate::DecoderOnlyModel target(testing::llama_tiny(32)), draft(testing::llama_tiny(4));
   const auto got = generate::speculative_decode(target, draft, request, 4, fake_text).at(0);
   EXPECT_EQ(got.tokens, want.tokens);
   EXPECT_EQ(got.reason, want.reason);
 }
 
 TEST(SpeculativeDecodeOnModels, SamplingAndZeroProposalsAreRefused) {
-  const Case c = torch_cases().at(0);
-  generate::DecoderOnlyModel target(decoder(32)), draft(decoder(4));
+  const Case c = testing::llama_tiny_cases().at(0);
+  generate::DecoderOnlyModel target(testing::llama_tiny(32)), draft(testing::llama_tiny(4));
   generate::DecodeRequest sampled = greedy(c.prompt, 8);
   sampled.config.do_sample = true;
   EXPECT_THROW(generate::speculative_decode(target, draft, sampled, 4, fake_text), std::invalid_argument);
