@@ -20,6 +20,9 @@ For each model:
     values of X W on the calibration rows), within the bound at the lowest such rank; the factors in
     the file make that error; FLOPs fall as predicted; mminfer and ONNX Runtime agree on the file;
   - a share that rounds to no unit leaves the outputs as they were.
+On a cross-attention layer (queries from one input, keys and values from another, as a decoder
+reads encoder states), low rank considers the projections of that model input and holds to the
+same checks.
 And the errors: a share outside [0, 1), a modality the model is not, a model without attention.
 """
 import argparse
@@ -42,8 +45,42 @@ import torch  # noqa: E402
 SAMPLES = 12
 
 
+class CrossAttention(torch.nn.Module):
+    """A decoder layer's cross-attention and MLP: queries from x, keys and values from `memory`
+    (a model input, as encoder states are to a decoder), so low rank must calibrate an input."""
+
+    def __init__(self, d=32, heads=4, f=64):
+        super().__init__()
+        self.heads = heads
+        self.ln, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
+        self.up, self.down = torch.nn.Linear(d, f), torch.nn.Linear(f, d)
+
+    def forward(self, x, memory):
+        b, t, d = x.shape
+        s, h = memory.shape[1], self.heads
+        q = self.q(self.ln(x)).reshape(b, t, h, d // h).transpose(1, 2)
+        k = self.k(memory).reshape(b, s, h, d // h).transpose(1, 2)
+        v = self.v(memory).reshape(b, s, h, d // h).transpose(1, 2)
+        a = torch.softmax(q @ k.transpose(-1, -2) * (d // h) ** -0.5, dim=-1) @ v
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(torch.nn.functional.gelu(self.up(self.ln2(x))))
+
+
+def cross_attention(seed):
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed + 2)
+    cases = [("batch2", {"x": torch.randn(2, 7, 32, generator=g), "memory": torch.randn(2, 11, 32, generator=g)})]
+    spec = dict(outputs=["y"], dynamic_axes={"x": {0: "batch", 1: "tokens"}, "memory": {0: "batch", 1: "frames"},
+                                             "y": {0: "batch", 1: "tokens"}})
+    return CrossAttention().eval(), cases, spec
+
+
+LOCAL_MODELS = {"cross_attention": (cross_attention, 505)}
+
+
 def export(name, work):
-    builder, seed = reference_models.MODELS[name]
+    builder, seed = reference_models.MODELS[name] if name in reference_models.MODELS else LOCAL_MODELS[name]
     model, cases, spec = builder(seed)
     feeds = cases[0][1]
     path = os.path.join(work, name + ".onnx")
@@ -63,7 +100,11 @@ def calibration_set(name, cases, work, seed):
         feed = {}
         for k, v in first.items():
             one = v[:1]
-            if v.dtype.is_floating_point:
+            if name == "cross_attention" and k == "memory":  # encoder states spanning 4 directions
+                basis = torch.randn(4, one.shape[-1], generator=torch.Generator().manual_seed(99))  # one for all
+                states = torch.randn(*one.shape[:-1], 4, generator=g) @ basis + 0.01 * torch.randn(one.shape, generator=g)
+                feed[k] = states.numpy().astype(np.float32)
+            elif v.dtype.is_floating_point:
                 feed[k] = torch.randn(one.shape, generator=g).numpy().astype(np.float32)
             elif k == "input_ids":
                 ids = torch.randint(1, 99, one.shape, generator=g)
@@ -123,8 +164,10 @@ def masked_original(src, report, dst):
 def activations(node, src, names, samples, work):
     """ONNX Runtime's values of `names` on every calibration sample, rows stacked: {name: [rows, C]}."""
     m = onnx.load(src)
+    inputs = {i.name for i in m.graph.input}
     for n in names:
-        m.graph.output.append(helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None))
+        if n not in inputs:  # a model input is read from the sample itself
+            m.graph.output.append(helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None))
     probe = os.path.join(work, "probe.onnx")
     onnx.save(m, probe)
     rows = {n: [] for n in names}
@@ -132,7 +175,7 @@ def activations(node, src, names, samples, work):
         d = os.path.join(work, f"probe_{i}")
         ort_outputs(node, probe, files, d)
         for n in names:
-            a = load_output(d, n)
+            a = np.load(files[n]) if n in inputs else load_output(d, n)
             rows[n].append(a.reshape(-1, a.shape[-1]).astype(np.float64))
     return {n: np.concatenate(v) for n, v in rows.items()}
 
@@ -175,6 +218,55 @@ def compare(failures, label, actual, expected, rtol=1e-4):
     print(f"{'ok  ' if ok else 'FAIL'} {label}: relative error {rel:.3g}")
     if not ok:
         failures.append(f"{label}: relative error {rel:.3g} > {rtol:g}")
+
+
+def check_low_rank(name, args, src, calib, samples, outputs, orig_w, work, failures):
+    """Low rank on `src`: each projection's reported error is the optimum at its rank (the tail of
+    the singular values of X W over the calibration rows), within the bound at the lowest such
+    rank; the factors make that error; FLOPs fall as predicted; mminfer and ONNX Runtime agree.
+    Returns prune's report."""
+    probe_files = samples[0]
+    factored = os.path.join(work, "low_rank.onnx")
+    bound = 0.05
+    rep = prune(args.mminfer, src, factored, calib, ["--low-rank", str(bound)])
+    acts = activations(args.node, src, sorted({c["input"] for c in rep["factored"]}), fitted(samples), work)
+    _, low_w = weights(factored)
+    for c in rep["factored"]:
+        x, w = acts[c["input"]], orig_w[c["weight"]].astype(np.float64)
+        s = np.linalg.svd(x @ w, compute_uv=False)
+        energy = s ** 2
+        tail = lambda r: float(energy[r:].sum() / energy.sum())  # noqa: E731
+        label = f"{name} low rank {c['weight']} ({c['rows']}x{c['cols']}, rank {c['rank']})"
+        problems = []
+        if abs(c["error"] - tail(c["rank"])) > 1e-4:
+            problems.append(f"reported error {c['error']:.5f}, optimum {tail(c['rank']):.5f}")
+        if c["error"] > bound or (c["rank"] > 1 and tail(c["rank"] - 1) <= bound):
+            problems.append(f"rank {c['rank']} is not the lowest within {bound}")
+        if c["factored"]:
+            a = low_w[c["weight"] + "_low_rank_a"].astype(np.float64)
+            b = low_w[c["weight"] + "_low_rank_b"].astype(np.float64)
+            actual = float(np.linalg.norm(x @ w - x @ a @ b) ** 2 / np.linalg.norm(x @ w) ** 2)
+            if abs(actual - c["error"]) > 1e-4:
+                problems.append(f"the factors' error {actual:.5f}, reported {c['error']:.5f}")
+            if c["rank"] * (c["rows"] + c["cols"]) > 0.8 * c["rows"] * c["cols"]:
+                problems.append("factored where it does not pay")
+        print(f"{'ok  ' if not problems else 'FAIL'} {label}: error {c['error']:.4f}, factored {c['factored']}"
+              + ("" if not problems else ": " + "; ".join(problems)))
+        failures += [f"{label}: {p}" for p in problems]
+    if not any(c["factored"] for c in rep["factored"]):
+        print(f"note {name}: no projection factored within {bound}")
+    ort_outputs(args.node, factored, probe_files, os.path.join(work, "ort_low_rank"))
+    run_mminfer(args.mminfer, factored, probe_files, os.path.join(work, "mm_low_rank"))
+    for o in outputs:
+        compare(failures, f"{name} low rank {o}: mminfer vs ONNX Runtime", load_output(os.path.join(work, "mm_low_rank"), o),
+                load_output(os.path.join(work, "ort_low_rank"), o))
+    before, after = matmul_flops(args.mminfer, src, probe_files, work), matmul_flops(args.mminfer, factored, probe_files, work)
+    predicted = sum(c["flops_before"] - c["flops_after"] for c in rep["factored"])
+    ok = abs((before - after) - predicted) <= 0.1 * max(predicted, 1)
+    print(f"{'ok  ' if ok else 'FAIL'} {name} low rank FLOPs fall {before - after:.0f}, predicted {predicted:.0f}")
+    if not ok:
+        failures.append(f"{name}: low rank FLOPs fell by {before - after:.0f}, predicted {predicted:.0f}")
+    return rep
 
 
 def check_model(name, args, failures):
@@ -262,48 +354,7 @@ def check_model(name, args, failures):
     if not ok:
         failures.append(f"{name}: FLOPs fell by {before - after:.0f}, predicted {predicted:.0f}")
 
-    # Low rank: each factored projection's error is the optimum at its rank (the tail of the
-    # singular values of X W over the calibration rows), within the bound, at the lowest such rank.
-    factored = os.path.join(work, "low_rank.onnx")
-    bound = 0.05
-    rep = prune(args.mminfer, src, factored, calib, ["--low-rank", str(bound)])
-    acts = activations(args.node, src, sorted({c["input"] for c in rep["factored"]}), fitted(samples), work)
-    _, low_w = weights(factored)
-    for c in rep["factored"]:
-        x, w = acts[c["input"]], orig_w[c["weight"]].astype(np.float64)
-        s = np.linalg.svd(x @ w, compute_uv=False)
-        energy = s ** 2
-        tail = lambda r: float(energy[r:].sum() / energy.sum())  # noqa: E731
-        label = f"{name} low rank {c['weight']} ({c['rows']}x{c['cols']}, rank {c['rank']})"
-        problems = []
-        if abs(c["error"] - tail(c["rank"])) > 1e-4:
-            problems.append(f"reported error {c['error']:.5f}, optimum {tail(c['rank']):.5f}")
-        if c["error"] > bound or (c["rank"] > 1 and tail(c["rank"] - 1) <= bound):
-            problems.append(f"rank {c['rank']} is not the lowest within {bound}")
-        if c["factored"]:
-            a = low_w[c["weight"] + "_low_rank_a"].astype(np.float64)
-            b = low_w[c["weight"] + "_low_rank_b"].astype(np.float64)
-            actual = float(np.linalg.norm(x @ w - x @ a @ b) ** 2 / np.linalg.norm(x @ w) ** 2)
-            if abs(actual - c["error"]) > 1e-4:
-                problems.append(f"the factors' error {actual:.5f}, reported {c['error']:.5f}")
-            if c["rank"] * (c["rows"] + c["cols"]) > 0.8 * c["rows"] * c["cols"]:
-                problems.append("factored where it does not pay")
-        print(f"{'ok  ' if not problems else 'FAIL'} {label}: error {c['error']:.4f}, factored {c['factored']}"
-              + ("" if not problems else ": " + "; ".join(problems)))
-        failures += [f"{label}: {p}" for p in problems]
-    if not any(c["factored"] for c in rep["factored"]):
-        print(f"note {name}: no projection factored within {bound}")
-    ort_outputs(args.node, factored, probe_files, os.path.join(work, "ort_low_rank"))
-    run_mminfer(args.mminfer, factored, probe_files, os.path.join(work, "mm_low_rank"))
-    for o in outputs:
-        compare(failures, f"{name} low rank {o}: mminfer vs ONNX Runtime", load_output(os.path.join(work, "mm_low_rank"), o),
-                load_output(os.path.join(work, "ort_low_rank"), o))
-    before, after = matmul_flops(args.mminfer, src, probe_files, work), matmul_flops(args.mminfer, factored, probe_files, work)
-    predicted = sum(c["flops_before"] - c["flops_after"] for c in rep["factored"])
-    ok = abs((before - after) - predicted) <= 0.1 * max(predicted, 1)
-    print(f"{'ok  ' if ok else 'FAIL'} {name} low rank FLOPs fall {before - after:.0f}, predicted {predicted:.0f}")
-    if not ok:
-        failures.append(f"{name}: low rank FLOPs fell by {before - after:.0f}, predicted {predicted:.0f}")
+    check_low_rank(name, args, src, calib, samples, outputs, orig_w, work, failures)
 
     # Nothing removed: the same outputs.
     same = os.path.join(work, "same.onnx")
@@ -326,6 +377,26 @@ def expect_error(args, failures, cmd, needle):
         failures.append(f"prune {' '.join(cmd)}: exit {proc.returncode}, stderr {proc.stderr.strip()!r}")
 
 
+def check_cross_attention(args, failures):
+    """Low rank on a cross-attention layer: the keys' and values' projections read a model input
+    (the encoder states), which calibration observes like any activation; the states span 4
+    directions, so both factor at a low rank."""
+    name = "cross_attention"
+    work = os.path.join(args.work, name)
+    os.makedirs(work, exist_ok=True)
+    src, cases = export(name, work)
+    calib, samples = calibration_set(name, cases, work, 7)
+    outputs = [o.name for o in onnx.load(src).graph.output]
+    _, orig_w = weights(src)
+    rep = check_low_rank(name, args, src, calib, samples, outputs, orig_w, work, failures)
+    from_input = [c for c in rep["factored"] if c["input"] == "memory"]
+    ok = len(from_input) == 2 and all(c["factored"] for c in from_input)
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: {len(from_input)} projections of the model input 'memory' considered, "
+          f"ranks {[c['rank'] for c in from_input]}, factored {[c['factored'] for c in from_input]}")
+    if not ok:
+        failures.append(f"{name}: the keys' and values' projections of 'memory' were not both factored: {from_input}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("work")
@@ -340,6 +411,10 @@ def main():
             made[name] = check_model(name, args, failures)
         except RuntimeError as e:
             failures.append(f"{name}: {e}")
+    try:
+        check_cross_attention(args, failures)
+    except RuntimeError as e:
+        failures.append(f"cross_attention: {e}")
     if "clip_vision" in made:
         src, calib = made["clip_vision"]
         out = os.path.join(args.work, "never.onnx")

@@ -150,7 +150,7 @@ int cmd_prune(int argc, char** argv) {
                 modality_name(modality) + ")");
 
   onnx_io::TransformerBlocks blocks = onnx_io::find_transformer_blocks(model.graph());
-  if (blocks.attention.empty() && blocks.mlp.empty()) {
+  if (blocks.attention.empty() && blocks.mlp.empty() && !(factor && !blocks.other.empty())) {
     std::string why = blocks.skipped.empty() ? "no Softmax at all" : blocks.skipped.front();
     throw Error("no attention or MLP block to prune in " + in + " (" + why + ")");
   }
@@ -194,7 +194,8 @@ int cmd_prune(int argc, char** argv) {
   SessionOptions observe;
   observe.threads = threads;
   observe.observe = observed;
-  observe.observe.insert(observe.observe.end(), input_names.begin(), input_names.end());
+  for (const std::string& v : input_names)
+    if (std::find(observed.begin(), observed.end(), v) == observed.end()) observe.observe.push_back(v);
   observe.observe_model = in;
   observe.observer = [&](const std::string& name, const Tensor& t) {
     if (std::find(input_names.begin(), input_names.end(), name) != input_names.end()) {
@@ -202,7 +203,8 @@ int cmd_prune(int argc, char** argv) {
       if (evaluation.size() < 4) filling.emplace_back(name, t.clone());
       if (filling.size() == input_names.size()) evaluation.push_back(std::move(filling)), filling.clear();
       if (inputs_in_run == input_names.size()) inputs_in_run = 0;
-      return;
+      // A model input a projection reads (cross-attention's encoder states) is calibrated too.
+      if (std::find(observed.begin(), observed.end(), name) == observed.end()) return;
     }
     if (runs_started <= held_out) return;  // a held-out run: compared, never fitted
     if (t.dtype() != DType::kFloat32) throw Error("calibration: '" + name + "' is not float32");

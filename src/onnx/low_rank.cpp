@@ -17,6 +17,7 @@ std::vector<const Projection*> projections(const TransformerBlocks& blocks) {
   for (const AttentionBlock& b : blocks.attention)
     for (const Projection* p : {&b.q, &b.k, &b.v, &b.o}) out.push_back(p);
   for (const MlpBlock& b : blocks.mlp) out.push_back(&b.up), out.push_back(&b.down);
+  for (const Projection& p : blocks.other) out.push_back(&p);
   std::sort(out.begin(), out.end(), [](const Projection* a, const Projection* b) { return a->matmul < b->matmul; });
   return out;
 }

@@ -33,8 +33,9 @@ struct LowRankChoice {
   double flops_before = 0, flops_after = 0;  // per sample: multiply-adds ×2 at the calibration length
 };
 
-// The projections of `blocks` whose input has moments of the weight's width: each is factored
-// where it pays (see above). Returns one choice per projection considered, in graph order.
+// The projections of `blocks` (those of its attention and MLP blocks, and every other MatMul by
+// a constant weight: cross-attention's keys and values included) whose input has moments of the
+// weight's width: each is factored where it pays (see above). Returns one choice per projection considered, in graph order.
 std::vector<LowRankChoice> factor_low_rank(onnx::ModelProto& model, const TransformerBlocks& blocks,
                                            const std::map<std::string, InputMoments>& moments,
                                            const LowRankOptions& opt, const std::string& base_dir);

@@ -428,6 +428,14 @@ TransformerBlocks find_transformer_blocks(const onnx::GraphProto& g) {
     MlpBlock b;
     if (mlp_block(ix, i, &b) && !in_attention.count(b.down.matmul)) out.mlp.push_back(std::move(b));
   }
+  std::set<int> in_blocks = in_attention;
+  for (const MlpBlock& b : out.mlp) in_blocks.insert(b.up.matmul), in_blocks.insert(b.down.matmul);
+  for (int i = 0; i < g.node_size(); ++i) {
+    Projection p;
+    if (in_blocks.count(i) || !ix.weight_matmul(i, &p)) continue;
+    ix.take_bias(&p);
+    out.other.push_back(p);
+  }
   return out;
 }
 

@@ -55,6 +55,10 @@ struct MlpBlock {
 struct TransformerBlocks {
   std::vector<AttentionBlock> attention;
   std::vector<MlpBlock> mlp;
+  // Every other MatMul by a constant [K, N] weight: cross-attention's projections (their keys and
+  // values come from another sequence, which the attention pattern above does not follow),
+  // patch and output projections. Low rank may factor them; pruning leaves them whole.
+  std::vector<Projection> other;
   // Softmax nodes that looked like attention but could not be followed, and why.
   std::vector<std::string> skipped;
 };
