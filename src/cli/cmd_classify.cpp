@@ -121,8 +121,7 @@ int cmd_classify(int argc, char** argv) {
   for (size_t i = 0; i < files.size(); ++i) {
     if (!errors[i].empty()) {
       ++failures;
-      if (json.on()) json.add({{"file", files[i]}, {"error", errors[i]}});
-      std::fprintf(stderr, "mminfer classify: error: %s: %s\n", one_line_text(files[i]).c_str(), errors[i].c_str());
+      json.add_error("classify", files[i], errors[i]);
       continue;
     }
     if (json.on()) {

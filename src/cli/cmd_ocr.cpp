@@ -96,8 +96,7 @@ int cmd_ocr(int argc, char** argv) {
       lines = pipeline.run(image::decode_image(bytes));
     } catch (const Error& e) {
       ++failures;
-      if (json.on()) json.add({{"file", file}, {"error", e.what()}});
-      std::fprintf(stderr, "mminfer ocr: error: %s: %s\n", file.c_str(), e.what());
+      json.add_error("ocr", file, e.what());
       continue;
     }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -113,8 +113,7 @@ int cmd_staged(int argc, char** argv) {
   for (size_t i = 0; i < files.size(); ++i) {
     if (!errors[i].empty()) {
       ++failures;
-      if (json.on()) json.add({{"file", files[i]}, {"error", errors[i]}});
-      std::fprintf(stderr, "mminfer staged: error: %s: %s\n", one_line_text(files[i]).c_str(), errors[i].c_str());
+      json.add_error("staged", files[i], errors[i]);
       continue;
     }
     ordered_json by_stage = staged::stages_json(pipeline.config(), runs[i]);

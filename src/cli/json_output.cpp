@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "cli/args.h"
+#include "cli/output_text.h"
 #include "mminfer/status.h"
 
 namespace mminfer::cli {
@@ -24,6 +25,11 @@ void write_json_file(const std::string& path, const nlohmann::ordered_json& valu
   if (!f) throw Error("cannot write " + path);
   f << json_text(value) << "\n";
   if (!f) throw Error("cannot write " + path);
+}
+
+void JsonResults::add_error(const char* command, const std::string& file, const std::string& error) {
+  if (on()) add({{"file", file}, {"error", error}});
+  std::fprintf(stderr, "mminfer %s: error: %s: %s\n", command, one_line_text(file).c_str(), error.c_str());
 }
 
 void JsonResults::add(nlohmann::ordered_json result) {

@@ -19,6 +19,9 @@ class JsonResults {
   bool on() const { return form_ != JsonForm::kNone; }
   // One input's result: printed now with --jsonl, kept for the document with --json.
   void add(nlohmann::ordered_json result);
+  // One input that failed: "mminfer <command>: error: <file>: <error>" on stderr, and
+  // {"file", "error"} among the results when JSON is on.
+  void add_error(const char* command, const std::string& file, const std::string& error);
   // With --json, prints the document, with the members of `extra` after "results"; does
   // nothing otherwise.
   void finish(const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());

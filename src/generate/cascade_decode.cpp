@@ -24,9 +24,7 @@ double entropy_nats(std::span<const float> logits) {
 std::vector<DecodedSequence> cascade_decode(StepModel& full, StepModel& light, const DecodeRequest& request,
                                             double max_entropy, const DecodeFn& detokenize, DecodeTimings* timings,
                                             CascadeStats* stats) {
-  if (request.prompts.empty()) throw Error("nothing to generate from: no prompt");
-  if (request.config.do_sample || request.config.num_beams > 1)
-    throw std::invalid_argument("the decoding cascade is greedy: no sampling, no beam search");
+  require_greedy_prompts(request, "the decoding cascade");
   if (!(max_entropy >= 0)) throw std::invalid_argument("the cascade's entropy bound is 0 or more nats");
   const StopRules rules = StopRules::from_config(request.config);
   const LogitsPipeline pipeline(request.config);

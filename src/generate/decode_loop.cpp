@@ -1,5 +1,7 @@
 #include "generate/decode_loop.h"
 
+#include <stdexcept>
+
 #include <algorithm>
 #include <memory>
 
@@ -14,6 +16,12 @@ void DecodeTimings::add(const DecodeTimings& o) {
   prefill_ms += o.prefill_ms, decode_ms += o.decode_ms, decode_steps += o.decode_steps;
   prompt_tokens += o.prompt_tokens, new_tokens += o.new_tokens;
   cache_bytes = std::max(cache_bytes, o.cache_bytes);
+}
+
+void require_greedy_prompts(const DecodeRequest& request, const char* what) {
+  if (request.prompts.empty()) throw Error("nothing to generate from: no prompt");
+  if (request.config.do_sample || request.config.num_beams > 1)
+    throw std::invalid_argument(std::string(what) + " is greedy: no sampling, no beam search");
 }
 
 Tensor ids_tensor(const std::vector<TokenId>& ids) {

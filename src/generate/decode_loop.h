@@ -45,6 +45,10 @@ struct DecodeTimings {
 // `context` (0: no limit). Throws Error for an empty prompt or one that fills the context.
 int64_t sequence_capacity(const std::vector<TokenId>& prompt, size_t index, const StopRules& rules, int64_t context);
 
+// The checks of the greedy loops that pair two models (speculative decoding, the cascade): Error
+// without a prompt, std::invalid_argument "<what> is greedy: ..." for sampling or beam search.
+void require_greedy_prompts(const DecodeRequest& request, const char* what);
+
 // Throws Error (bad prompts, too long for the context) or std::invalid_argument (bad settings).
 std::vector<DecodedSequence> decode(StepModel& model, const DecodeRequest& request, const DecodeFn& detokenize,
                                     DecodeTimings* timings = nullptr);

@@ -13,9 +13,7 @@ namespace mminfer::generate {
 
 std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& draft, const DecodeRequest& request, size_t k,
                                                 const DecodeFn& detokenize, DecodeTimings* timings, SpeculativeStats* stats) {
-  if (request.prompts.empty()) throw Error("nothing to generate from: no prompt");
-  if (request.config.do_sample || request.config.num_beams > 1)
-    throw std::invalid_argument("speculative decoding here is greedy: no sampling, no beam search");
+  require_greedy_prompts(request, "speculative decoding here");
   if (k == 0) throw std::invalid_argument("speculative decoding needs at least one proposed token per pass");
   const StopRules rules = StopRules::from_config(request.config);
   const LogitsPipeline pipeline(request.config);

@@ -29,6 +29,8 @@ TEST(ImageTokenPruning, KeepsTheRowsMostAlignedWithTheText) {
   EXPECT_EQ(half.kept, 2u);
   EXPECT_EQ(half.total, 4u);
   EXPECT_EQ(half.prompt, (std::vector<generate::TokenId>{1, kImage, kImage, 2}));
+  EXPECT_EQ(half.positions, (std::vector<size_t>{0, 2, 4, 5}));
+  EXPECT_EQ(half.rows, (std::vector<size_t>{1, 3}));
   // Rows 1 and 3 (cosines 0.995 and 0.995...) in their order; the length of a row does not count.
   EXPECT_EQ(std::vector<float>(half.features.data<float>(), half.features.data<float>() + 4), (std::vector<float>{5, 0.5f, 1, 0.1f}));
   pipelines::PrunedImageTokens all = pipelines::prune_image_tokens(prompt, kImage, embeds, features, 0);

@@ -53,13 +53,16 @@ PrunedImageTokens prune_image_tokens(const std::vector<generate::TokenId>& promp
   out.kept = std::min<size_t>(keep, out.total);
   out.features = Tensor::empty(DType::kFloat32, {1, static_cast<int64_t>(out.kept), width});
   size_t row = 0, written = 0;
-  for (generate::TokenId t : prompt) {
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    const generate::TokenId t = prompt[p];
     if (t != image_token) {
       out.prompt.push_back(t);
+      out.positions.push_back(p);
       continue;
     }
     if (kept[row]) {
       out.prompt.push_back(t);
+      out.positions.push_back(p);
       out.rows.push_back(row);
       std::memcpy(out.features.data<float>() + written * width, features.data<float>() + row * width, sizeof(float) * width);
       ++written;

@@ -16,6 +16,7 @@ struct PrunedImageTokens {
   std::vector<generate::TokenId> prompt;  // the image tokens of dropped rows removed
   Tensor features;                        // [1, kept, width]
   std::vector<size_t> rows;               // the feature rows kept, in order
+  std::vector<size_t> positions;          // the prompt positions kept (the pruned prompt's source)
   size_t kept = 0, total = 0;
 };
 

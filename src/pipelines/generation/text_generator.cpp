@@ -96,9 +96,7 @@ std::vector<generate::DecodedSequence> TextGenerator::generate(const std::vector
 std::vector<generate::DecodedSequence> TextGenerator::generate_speculative(TextGenerator& draft, generate::DecodeRequest request,
                                                                           size_t k, generate::DecodeTimings* timings,
                                                                           generate::SpeculativeStats* stats) {
-  check_same_vocab(draft);
-  for (const auto& ids : request.prompts) check_ids(ids);
-  if (request.context <= 0) request.context = context_;
+  prepare_paired(draft, request);
   generate::DecoderOnlyModel target(*decoder_), proposer(draft.decoder());
   return generate::speculative_decode(target, proposer, request, k, detokenizer(), timings, stats);
 }
@@ -106,17 +104,17 @@ std::vector<generate::DecodedSequence> TextGenerator::generate_speculative(TextG
 std::vector<generate::DecodedSequence> TextGenerator::generate_cascade(TextGenerator& light, generate::DecodeRequest request,
                                                                       double max_entropy, generate::DecodeTimings* timings,
                                                                       generate::CascadeStats* stats) {
-  check_same_vocab(light);
-  for (const auto& ids : request.prompts) check_ids(ids);
-  if (request.context <= 0) request.context = context_;
+  prepare_paired(light, request);
   generate::DecoderOnlyModel full(*decoder_), cheap(light.decoder());
   return generate::cascade_decode(full, cheap, request, max_entropy, detokenizer(), timings, stats);
 }
 
-void TextGenerator::check_same_vocab(TextGenerator& other) {
+void TextGenerator::prepare_paired(const TextGenerator& other, generate::DecodeRequest& request) const {
   if (other.vocab() != vocab())
     throw Error("the draft's vocabulary holds " + std::to_string(other.vocab()) + " tokens and the model's " +
                 std::to_string(vocab()) + ": a draft must share the model's tokenizer");
+  for (const auto& ids : request.prompts) check_ids(ids);
+  if (request.context <= 0) request.context = context_;
 }
 
 }  // namespace mminfer::pipelines

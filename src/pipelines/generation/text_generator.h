@@ -57,8 +57,9 @@ class TextGenerator {
                                                           generate::CascadeStats* stats = nullptr);
 
  private:
-  // Throws Error unless `other` shares this model's vocabulary (a draft or light model).
-  void check_same_vocab(TextGenerator& other);
+  // For a request decoded with `other` beside this model (a draft or a light model): throws Error
+  // unless it shares this model's vocabulary and every prompt id is in it; fills the context.
+  void prepare_paired(const TextGenerator& other, generate::DecodeRequest& request) const;
 
   std::string decoder_file_;
   generate::GenerationConfig config_;

@@ -278,8 +278,13 @@ VisionLanguage::Conversation VisionLanguage::converse(const nlohmann::ordered_js
   c.embeddings = run_one(*embed_, "input_ids", generate::ids_tensor(c.ids));
   if (features && prune_image_tokens_ > 0) {
     PrunedImageTokens pruned = prune_image_tokens(c.ids, image_token_, c.embeddings, *features, prune_image_tokens_);
+    // The kept positions' rows of the embeddings already made, the kept features over them.
+    const int64_t width = c.embeddings.dim(2);
+    Tensor kept = Tensor::empty(DType::kFloat32, {1, static_cast<int64_t>(pruned.positions.size()), width});
+    for (size_t k = 0; k < pruned.positions.size(); ++k)
+      std::memcpy(kept.data<float>() + k * width, c.embeddings.data<float>() + pruned.positions[k] * width, sizeof(float) * width);
     c.ids = std::move(pruned.prompt);
-    c.embeddings = run_one(*embed_, "input_ids", generate::ids_tensor(c.ids));
+    c.embeddings = kept;
     splice_features(c.embeddings, c.ids, image_token_, &pruned.features);
     // The image tokens' ids are all alike: the rows kept tell prompts that kept others apart
     // (the server's prefix cache keys on the ids and this digest).
