@@ -27,7 +27,8 @@ class ThreadScope {
 };
 
 // Calls fn(begin, end) over [0, n) split into at most num_threads() contiguous chunks.
-// Runs inline when the work is small (n < 2 * grain) or already inside a parallel region.
+// Runs inline when the work is one grain or less or already inside a parallel region; inside a
+// held spin team (spin_team.h) the chunks go to its helpers.
 template <typename Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn);
 
@@ -44,7 +45,11 @@ bool in_parallel_region();
 #include <omp.h>
 
 #include <exception>
+#include <memory>
+#include <type_traits>
 #include <vector>
+
+#include "core/spin_team.h"
 
 namespace mminfer {
 
@@ -54,6 +59,13 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
   int threads = num_threads();
   if (grain < 1) grain = 1;
   int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+  if (chunks > 1 && detail::spin_team_here()) {  // a decode step's held team (spin_team.h)
+    using F = std::remove_reference_t<Fn>;
+    auto call = [](void* ctx, int64_t begin, int64_t end) { (*static_cast<F*>(ctx))(begin, end); };
+    detail::spin_team_dispatch(n, std::min<int64_t>(chunks, detail::spin_team_size()), call,
+                               const_cast<void*>(static_cast<const void*>(std::addressof(fn))));
+    return;
+  }
   if (chunks <= 1 || omp_in_parallel()) {
     fn(int64_t(0), n);
     return;

@@ -57,16 +57,4 @@ Branches find_branches(const ir::Graph& g, const std::vector<int>& order) {
   return b;
 }
 
-void BranchTuner::record(bool concurrent, double ms) {
-  if (decided_) return;
-  (concurrent ? concurrent_times_ : sequential_times_).push_back(ms);
-  if (sequential_times_.size() < kTrials || concurrent_times_.size() < kTrials) return;
-  // Best of each: on a shared machine noise only adds time. Concurrency must win clearly, since
-  // one thread per branch gives up intra-op parallelism and a wrong pick sticks.
-  double seq = *std::min_element(sequential_times_.begin(), sequential_times_.end());
-  double conc = *std::min_element(concurrent_times_.begin(), concurrent_times_.end());
-  concurrent_ = conc < 0.93 * seq;
-  decided_ = true;
-}
-
 }  // namespace mminfer::runtime

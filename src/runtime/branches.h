@@ -18,19 +18,4 @@ struct Branches {
 // join the first one, so a thread is never spent on a few shape computations.
 Branches find_branches(const ir::Graph& g, const std::vector<int>& order);
 
-// Decides between running branches one after another (each op using every thread) and at
-// once (one thread each) by timing both on the first runs of a shape signature.
-class BranchTuner {
- public:
-  bool decided() const { return decided_; }
-  bool concurrent() const { return concurrent_; }
-  bool next_is_concurrent() const { return concurrent_times_.size() < sequential_times_.size(); }
-  void record(bool concurrent, double ms);
-
- private:
-  static constexpr size_t kTrials = 3;  // per mode
-  std::vector<double> sequential_times_, concurrent_times_;
-  bool decided_ = false, concurrent_ = false;
-};
-
 }  // namespace mminfer::runtime

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/parallel.h"
+#include "core/spin_team.h"
 #include "runtime/node_kernel.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/memory_plan.h"
@@ -156,6 +157,17 @@ bool never_freeze(const ir::Node& n) {
 }
 // Shape-derived values larger than this are recomputed each run rather than stored.
 constexpr size_t kMaxFrozenBytes = size_t(1) << 20;
+
+// MMINFER_SPIN_TEAM=on|off overrides the timed choice of a held spin team (for benchmarks).
+enum class Setting { kAuto, kOn, kOff };
+Setting spin_team_setting() {
+  static const Setting s = [] {
+    const char* v = std::getenv("MMINFER_SPIN_TEAM");
+    std::string x = v ? v : "";
+    return x == "on" ? Setting::kOn : x == "off" ? Setting::kOff : Setting::kAuto;
+  }();
+  return s;
+}
 }  // namespace
 
 void Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler) {
@@ -311,15 +323,22 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     ShapePlan& plan = *it->second;
     reserve_arena(plan.arena_bytes);
     bool branches = branches_.worth_trying() && !profiler && inter_op_ != InterOp::kOff && num_threads() > 1;
-    bool concurrent = branches && (inter_op_ == InterOp::kOn ||
-                                   (plan.tuner.decided() ? plan.tuner.concurrent() : plan.tuner.next_is_concurrent()));
+    bool concurrent = branches && (inter_op_ == InterOp::kOn || plan.branch_tuner.use_alternative());
+    // The spin team is timed once the branch question is settled, so the two trials never mix.
+    bool team_trial = !profiler && !concurrent && num_threads() > 1 && !in_parallel_region() &&
+                      (!branches || inter_op_ == InterOp::kOn || plan.branch_tuner.decided());
+    bool team = team_trial && (spin_team_setting() == Setting::kAuto ? plan.team_tuner.use_alternative()
+                                                                      : spin_team_setting() == Setting::kOn);
     auto t0 = std::chrono::steady_clock::now();
     if (concurrent)
       execute_branches(values, plan);
+    else if (team)
+      run_with_spin_team(num_threads(), [&] { execute(values, &plan, nullptr, nullptr); });
     else
       execute(values, &plan, nullptr, profiler);
-    if (branches && inter_op_ == InterOp::kAuto && !plan.tuner.decided())
-      plan.tuner.record(concurrent, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (branches && inter_op_ == InterOp::kAuto && !plan.branch_tuner.decided()) plan.branch_tuner.record(concurrent, ms);
+    else if (team_trial && spin_team_setting() == Setting::kAuto && !plan.team_tuner.decided()) plan.team_tuner.record(team, ms);
   }
   std::vector<Tensor> outputs;
   for (int o : graph_.outputs) outputs.push_back(values[o]);

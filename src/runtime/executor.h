@@ -9,6 +9,7 @@
 #include "kernels/cpu/common/kernel.h"
 #include "mminfer/session.h"
 #include "runtime/branches.h"
+#include "runtime/mode_tuner.h"
 #include "runtime/profiler.h"
 
 namespace mminfer::runtime {
@@ -44,7 +45,10 @@ class Executor {
     std::vector<kernels::TensorDesc> descs;  // per value, as seen on the planning run
     std::vector<int64_t> offset;             // per value; -1: not in the arena
     size_t arena_bytes = 0;  // what the plan needs of the executor's arena
-    BranchTuner tuner;  // sequential or concurrent branches, for this signature
+    ModeTuner branch_tuner;  // sequential or concurrent branches, for this signature
+    // Each op forking its own threads, or one spin team held for the whole run
+    // (core/spin_team.h): tried only for short runs, decode steps, where the forks add up.
+    ModeTuner team_tuner{0.97, 20.0};
   };
   // Per-thread buffers reused from step to step.
   struct StepScratch {

@@ -94,17 +94,17 @@ TEST(Branches, ErrorsInsideABranchComeBackAsErrors) {
 }
 
 TEST(Branches, TunerPicksTheFasterMode) {
-  runtime::BranchTuner slow_concurrency, fast_concurrency;
+  runtime::ModeTuner slow_concurrency, fast_concurrency;
   for (int i = 0; i < 3; ++i) {
     for (auto* t : {&slow_concurrency, &fast_concurrency}) {
       EXPECT_FALSE(t->decided());
-      EXPECT_FALSE(t->next_is_concurrent());
+      EXPECT_FALSE(t->next_is_alternative());
       t->record(false, 10.0);
-      EXPECT_TRUE(t->next_is_concurrent());
+      EXPECT_TRUE(t->next_is_alternative());
     }
     slow_concurrency.record(true, 9.6);  // not a clear win
     fast_concurrency.record(true, 7.0);
   }
-  EXPECT_TRUE(slow_concurrency.decided() && !slow_concurrency.concurrent());
-  EXPECT_TRUE(fast_concurrency.decided() && fast_concurrency.concurrent());
+  EXPECT_TRUE(slow_concurrency.decided() && !slow_concurrency.alternative());
+  EXPECT_TRUE(fast_concurrency.decided() && fast_concurrency.alternative());
 }
