@@ -47,8 +47,10 @@ class Executor {
     size_t arena_bytes = 0;  // what the plan needs of the executor's arena
     ModeTuner branch_tuner;  // sequential or concurrent branches, for this signature
     // Each op forking its own threads, or one spin team held for the whole run
-    // (core/spin_team.h): tried only for short runs, decode steps, where the forks add up.
-    ModeTuner team_tuner{0.97, 20.0};
+    // (core/spin_team.h): tried only for short runs, decode steps, where the forks add up. Six
+    // trials each: a team's first runs are slower (llama-79m INT4 at 2 threads: 1.4-1.5 ms,
+    // then 0.88-0.95 against 1.0-1.1 without).
+    ModeTuner team_tuner{0.97, 6, 20.0};
   };
   // Per-thread buffers reused from step to step.
   struct StepScratch {

@@ -11,7 +11,7 @@ void ModeTuner::record(bool alternative, double ms) {
     return;
   }
   (alternative ? alternative_times_ : plain_times_).push_back(ms);
-  if (plain_times_.size() < kTrials || alternative_times_.size() < kTrials) return;
+  if (plain_times_.size() < trials_ || alternative_times_.size() < trials_) return;
   // Best of each: on a shared machine noise only adds time. The alternative must win clearly,
   // since a wrong pick sticks.
   double plain = *std::min_element(plain_times_.begin(), plain_times_.end());

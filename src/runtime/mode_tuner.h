@@ -9,11 +9,13 @@ namespace mminfer::runtime {
 
 class ModeTuner {
  public:
-  // The alternative is kept only when its best time is under `win` times the plain mode's best;
-  // a plain run slower than `plain_limit_ms` decides for the plain mode at once (the
-  // alternative's saving is fixed per call, so long runs would only pay for its trials).
-  explicit ModeTuner(double win = 0.93, double plain_limit_ms = std::numeric_limits<double>::infinity())
-      : win_(win), plain_limit_ms_(plain_limit_ms) {}
+  // Each mode is timed `trials` times; the alternative is kept only when its best time is under
+  // `win` times the plain mode's best. A plain run slower than `plain_limit_ms` decides for the
+  // plain mode at once (the alternative's saving is fixed per call, so long runs would only pay
+  // for its trials).
+  explicit ModeTuner(double win = 0.93, std::size_t trials = 3,
+                     double plain_limit_ms = std::numeric_limits<double>::infinity())
+      : win_(win), trials_(trials), plain_limit_ms_(plain_limit_ms) {}
   bool decided() const { return decided_; }
   bool alternative() const { return alternative_; }
   // The mode to time next: plain first, then alternating.
@@ -23,8 +25,9 @@ class ModeTuner {
   void record(bool alternative, double ms);
 
  private:
-  static constexpr std::size_t kTrials = 3;  // per mode
-  double win_, plain_limit_ms_;
+    double win_;
+  std::size_t trials_;
+  double plain_limit_ms_;
   std::vector<double> plain_times_, alternative_times_;
   bool decided_ = false, alternative_ = false;
 };

@@ -108,3 +108,17 @@ TEST(Branches, TunerPicksTheFasterMode) {
   EXPECT_TRUE(slow_concurrency.decided() && !slow_concurrency.alternative());
   EXPECT_TRUE(fast_concurrency.decided() && fast_concurrency.alternative());
 }
+
+TEST(Branches, TunerTakesItsTrialCountAndPlainLimit) {
+  runtime::ModeTuner six(0.97, 6, 20.0);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_FALSE(six.decided());
+    six.record(false, 1.0);
+    six.record(true, i < 3 ? 1.5 : 0.85);  // the alternative's first runs are slow
+  }
+  EXPECT_TRUE(six.decided() && six.alternative());
+  runtime::ModeTuner limited(0.97, 6, 20.0);
+  limited.record(false, 25.0);  // a long run: the alternative is never tried
+  EXPECT_TRUE(limited.decided() && !limited.alternative());
+  EXPECT_FALSE(limited.use_alternative());
+}
