@@ -25,6 +25,7 @@ Executor::Executor(ir::Graph graph, InterOp inter_op) : graph_(std::move(graph))
     step.kernel = create_kernel(graph_, node);
     step.inputs = node.inputs;
     step.outputs = node.outputs;
+    runs_onednn_ = runs_onednn_ || step.kernel->runs_onednn();
     steps_.push_back(std::move(step));
   }
   last_use_.assign(graph_.values.size(), -1);
@@ -327,8 +328,10 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     // The spin team is timed once the branch question is settled, so the two trials never mix.
     bool team_trial = !profiler && !concurrent && num_threads() > 1 && !in_parallel_region() &&
                       (!branches || inter_op_ == InterOp::kOn || plan.branch_tuner.decided());
-    bool team = team_trial && (spin_team_setting() == Setting::kAuto ? plan.team_tuner.use_alternative()
-                                                                      : spin_team_setting() == Setting::kOn);
+    // Timed only where no kernel hands work to oneDNN, which a team would leave one thread.
+    bool team_timed = team_trial && spin_team_setting() == Setting::kAuto && !runs_onednn_;
+    bool team = spin_team_setting() == Setting::kAuto ? team_timed && plan.team_tuner.use_alternative()
+                                                      : team_trial && spin_team_setting() == Setting::kOn;
     auto t0 = std::chrono::steady_clock::now();
     if (concurrent)
       execute_branches(values, plan);
@@ -338,7 +341,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
       execute(values, &plan, nullptr, profiler);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (branches && inter_op_ == InterOp::kAuto && !plan.branch_tuner.decided()) plan.branch_tuner.record(concurrent, ms);
-    else if (team_trial && spin_team_setting() == Setting::kAuto && !plan.team_tuner.decided()) plan.team_tuner.record(team, ms);
+    else if (team_timed && !plan.team_tuner.decided()) plan.team_tuner.record(team, ms);
   }
   std::vector<Tensor> outputs;
   for (int o : graph_.outputs) outputs.push_back(values[o]);

@@ -81,6 +81,7 @@ class Executor {
   std::shared_ptr<void> arena_;
   size_t arena_bytes_ = 0;
   InterOp inter_op_;
+  bool runs_onednn_ = false;  // some kernel hands work to oneDNN: a held spin team would starve it
   Branches branches_;
 };
 

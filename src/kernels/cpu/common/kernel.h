@@ -50,6 +50,9 @@ class Kernel {
   // True when output shapes depend on input values (NonZero): infer is not called and
   // run allocates the outputs itself (out tensors arrive undefined).
   virtual bool outputs_need_run() const { return false; }
+  // True when run hands its work to oneDNN, whose own OpenMP regions run single-threaded inside
+  // a held spin team (core/spin_team.h), so the executor never tries one for such a graph.
+  virtual bool runs_onednn() const { return false; }
 };
 
 // Helpers shared by kernels for argument checks; they throw Error with a clear message.

@@ -26,6 +26,7 @@ class PackedGemm {
   virtual void run(const float* a, int64_t M, float* y, const float* residual = nullptr) = 0;
   virtual int64_t K() const = 0;
   virtual int64_t N() const = 0;
+  virtual bool uses_onednn() const { return true; }  // all but Fp16Gemm
 };
 
 // FP32: W is reordered once, at construction, into the layout oneDNN prefers (and again from

@@ -26,6 +26,7 @@ class Fp16Gemm final : public PackedGemm {
   Fp16Gemm(const float* w, int64_t K, int64_t N, bool w_transposed, float alpha, const float* bias, Activation act,
            bool wide = cpu_features().avx512f);
   void run(const float* a, int64_t M, float* y, const float* residual = nullptr) override;
+  bool uses_onednn() const override { return false; }
   // The same computation as plain loops over the stored halves: the tests' slow twin.
   void run_reference(const float* a, int64_t M, float* y, const float* residual = nullptr) const;
   int64_t K() const override { return K_; }

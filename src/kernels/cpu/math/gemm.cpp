@@ -34,6 +34,7 @@ void gemm_reference(const GemmDims& d, bool ta, bool tb, double alpha, double be
 
 class GemmKernel : public Kernel {
  public:
+  bool runs_onednn() const override { return packed_ ? packed_->uses_onednn() : true; }
   explicit GemmKernel(const KernelSpec& spec) {
     alpha_ = spec.a().get_float("alpha", 1.f);
     beta_ = spec.a().get_float("beta", 1.f);

@@ -85,6 +85,10 @@ class MatMulKernel : public Kernel {
     }
   }
 
+  // Float products run on oneDNN (sgemm, or the packed weight's primitive) unless the weight is
+  // packed for our FP16 kernel.
+  bool runs_onednn() const override { return packed_ ? packed_->uses_onednn() : true; }
+
   void infer(const Inputs& in, std::vector<TensorDesc>& out) override {
     const Tensor& a = need_input(in, 0, "A");
     const Tensor& b = need_input(in, 1, "B");

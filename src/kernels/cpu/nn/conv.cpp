@@ -38,6 +38,7 @@ dnnl::memory::desc conv_weights_desc(const Shape& w, int64_t groups) {
 
 class ConvKernel : public Kernel {
  public:
+  bool runs_onednn() const override { return true; }
   ConvKernel(const KernelSpec& spec, bool fused) : fused_(fused) {
     attrs_ = read_conv_attrs(spec.a());
     if (fused) act_ = Activation::from_attrs(spec.a());

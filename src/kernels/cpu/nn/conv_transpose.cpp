@@ -45,6 +45,7 @@ dnnl::memory::desc deconv_weights_desc(const Shape& w, int64_t G) {
 
 class ConvTransposeKernel : public Kernel {
  public:
+  bool runs_onednn() const override { return true; }
   explicit ConvTransposeKernel(const KernelSpec& spec) {
     attrs_ = read_conv_attrs(spec.a());
     const Tensor* w = spec.constant_inputs.size() > 1 ? spec.constant_inputs[1] : nullptr;
