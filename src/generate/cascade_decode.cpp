@@ -13,14 +13,6 @@
 
 namespace mminfer::generate {
 
-double entropy_nats(std::span<const float> logits) {
-  const std::vector<double> p = softmax(logits);
-  double h = 0;
-  for (double q : p)
-    if (q > 0) h -= q * std::log(q);
-  return h;
-}
-
 std::vector<DecodedSequence> cascade_decode(StepModel& full, StepModel& light, const DecodeRequest& request,
                                             double max_entropy, const DecodeFn& detokenize, DecodeTimings* timings,
                                             CascadeStats* stats) {

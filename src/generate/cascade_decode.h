@@ -26,9 +26,6 @@ struct CascadeStats {
   }
 };
 
-// Entropy in nats of softmax(logits); -infinity entries count as probability 0.
-double entropy_nats(std::span<const float> logits);
-
 // Greedy, one prompt at a time; max_entropy >= 0 (0: the full model chooses nearly every
 // token). Throws std::invalid_argument for sampling, beam search or a negative bound, and what
 // decode() throws for bad prompts.

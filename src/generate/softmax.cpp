@@ -82,4 +82,14 @@ void log_softmax(std::span<const float> logits, std::span<float> out) {
   for (size_t i = whole; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - log_norm);
 }
 
+double entropy_nats(std::span<const float> logits) {
+  const double max = checked_max(logits);
+  double sum = 0.0, weighted = 0.0;
+  for (float x : logits) {
+    const double d = static_cast<double>(x) - max, e = std::exp(d);
+    if (e > 0) sum += e, weighted += e * d;  // exp(-inf) = 0 adds nothing (and 0 * -inf would be NaN)
+  }
+  return std::log(sum) - weighted / sum;
+}
+
 }  // namespace mminfer::generate

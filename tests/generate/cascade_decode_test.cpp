@@ -12,6 +12,7 @@
 
 #include "generate/logits_pipeline.h"
 #include "generate/next_token.h"
+#include "generate/softmax.h"
 
 namespace mminfer {
 namespace {
@@ -110,6 +111,15 @@ TEST(CascadeEntropy, NatsOfSoftmax) {
   const float inf = std::numeric_limits<float>::infinity();
   EXPECT_NEAR(generate::entropy_nats(std::vector<float>{1, -inf, 1}), std::log(2.0), 1e-12);
   EXPECT_LT(generate::entropy_nats(std::vector<float>{50, 0, 0}), 1e-18);
+  EXPECT_THROW(generate::entropy_nats(std::vector<float>{0, std::nanf("")}), std::invalid_argument);
+  // A vocabulary-sized row against -sum p log p over the probabilities themselves.
+  std::vector<float> row(32000);
+  for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 6.0);
+  row[17] = -inf;
+  double reference = 0;
+  for (double p : generate::softmax(row))
+    if (p > 0) reference -= p * std::log(p);
+  EXPECT_NEAR(generate::entropy_nats(row), reference, 1e-9 * reference);
 }
 
 }  // namespace
