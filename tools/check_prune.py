@@ -208,6 +208,15 @@ def matmul_flops(mminfer, path, files, work):
     return total
 
 
+def mminfer_vs_ort(args, failures, model, probe_files, work, tag, outputs, label):
+    """Runs `model` in ONNX Runtime and in mminfer on the probes and compares every output."""
+    ort_outputs(args.node, model, probe_files, os.path.join(work, f"ort_{tag}"))
+    run_mminfer(args.mminfer, model, probe_files, os.path.join(work, f"mm_{tag}"))
+    for o in outputs:
+        compare(failures, f"{label} {o}: mminfer vs ONNX Runtime", load_output(os.path.join(work, f"mm_{tag}"), o),
+                load_output(os.path.join(work, f"ort_{tag}"), o))
+
+
 def compare(failures, label, actual, expected, rtol=1e-4):
     try:
         _, rel = errors(actual, expected)
@@ -255,11 +264,7 @@ def check_low_rank(name, args, src, calib, samples, outputs, orig_w, work, failu
         failures += [f"{label}: {p}" for p in problems]
     if not any(c["factored"] for c in rep["factored"]):
         print(f"note {name}: no projection factored within {bound}")
-    ort_outputs(args.node, factored, probe_files, os.path.join(work, "ort_low_rank"))
-    run_mminfer(args.mminfer, factored, probe_files, os.path.join(work, "mm_low_rank"))
-    for o in outputs:
-        compare(failures, f"{name} low rank {o}: mminfer vs ONNX Runtime", load_output(os.path.join(work, "mm_low_rank"), o),
-                load_output(os.path.join(work, "ort_low_rank"), o))
+    mminfer_vs_ort(args, failures, factored, probe_files, work, "low_rank", outputs, f"{name} low rank")
     before, after = matmul_flops(args.mminfer, src, probe_files, work), matmul_flops(args.mminfer, factored, probe_files, work)
     predicted = sum(c["flops_before"] - c["flops_after"] for c in rep["factored"])
     ok = abs((before - after) - predicted) <= 0.1 * max(predicted, 1)
@@ -338,11 +343,7 @@ def check_model(name, args, failures):
               f"error {b['error_dropped']:.4f} -> {b['error']:.4f}")
         if not ok:
             failures.append(f"{name} {b['output_weight']}: refit differs from numpy's least squares by {err:.3g}")
-    ort_outputs(args.node, refit, probe_files, os.path.join(work, "ort_refit"))
-    run_mminfer(args.mminfer, refit, probe_files, os.path.join(work, "mm_refit"))
-    for o in outputs:
-        compare(failures, f"{name} refitted {o}: mminfer vs ONNX Runtime", load_output(os.path.join(work, "mm_refit"), o),
-                load_output(os.path.join(work, "ort_refit"), o))
+    mminfer_vs_ort(args, failures, refit, probe_files, work, "refit", outputs, f"{name} refitted")
 
     # FLOPs: what shape inference counts falls by the predicted amount.
     before, after = matmul_flops(args.mminfer, src, probe_files, work), matmul_flops(args.mminfer, refit, probe_files, work)
