@@ -21,6 +21,7 @@ std::string file_safe(const std::string& name) {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
+  if (names_model_folder(argc, argv)) return cmd_run_folder(argc, argv);
   Args args(argc, argv, 2,
             with_precision_flags(
                 {"--input", "--output-dir", "--threads", "--profile", "--opt-level", "--inter-op", "--outputs", "--merge-tokens"}),
@@ -28,8 +29,13 @@ int cmd_run(int argc, char** argv) {
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs(
         "usage: mminfer run MODEL.onnx --input NAME=FILE.npy ... [--output-dir DIR] [--threads N]\n"
+
         "                  [--profile TRACE.json] [--opt-level 0|1|2] [--inter-op auto|off|on]\n"
         "                  [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...] [--merge-tokens R]\n"
+        "       mminfer run DIR INPUT... [options]\n"
+        "DIR: a model folder, run by the command its kind takes (pipeline.json's type, else config.json's\n"
+        "  model_type or architectures, else its file names): generate, transcribe, caption, chat, ocr,\n"
+        "  staged, embed, or classify when --labels is given; the options are that command's\n"
         "--outputs: compute and write only these outputs, and none of the work only the others need\n"
         "--merge-tokens R: ViT-style encoders merge R tokens after each block's attention (per-token\n"
         "  outputs shrink; the class token's pooled output keeps its shape)\n",

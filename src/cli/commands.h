@@ -5,6 +5,9 @@ namespace mminfer::cli {
 
 int cmd_inspect(int argc, char** argv);
 int cmd_run(int argc, char** argv);
+// run DIR ...: the folder's kind (pipeline.json, config.json, file names) picks the command.
+bool names_model_folder(int argc, char** argv);
+int cmd_run_folder(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_onnx_test(int argc, char** argv);
 int cmd_ocr(int argc, char** argv);

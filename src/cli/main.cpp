@@ -20,6 +20,7 @@ void usage(std::FILE* out) {
       "commands:\n"
       "  inspect MODEL                    inputs, outputs, opsets, op histogram, parameters\n"
       "  run MODEL --input NAME=F.npy ... run once, write outputs as .npy\n"
+      "  run DIR INPUT...                 a model folder, by the command its kind takes (generate, transcribe...)\n"
       "  bench MODEL [--shape NAME=1x3x224x224 | --input NAME=F.npy]...  time repeated runs\n"
       "  optimize IN.onnx -o OUT.onnx [--precision SPEC] [--min-cosine X]  write INT8 layers as standard ONNX\n"
       "  prune IN.onnx -o OUT.onnx --heads R --mlp R --calib DIR  remove attention heads and MLP channels\n"

@@ -72,7 +72,7 @@ std::optional<GenerativeFolder> detect_generative_folder(const fs::path& dir) {
       if (type == k.name) return GenerativeFolder{k.kind, "pipeline.json type '" + type + "'"};
     if (type == "clip" || type == "ocr" || type == "audio-encoder" || type == "staged") return std::nullopt;
     throw Error((dir / "pipeline.json").string() + ": unknown type '" + type +
-                "' (generative types: text-generation, speech-to-text, image-to-text, vision-language)");
+                "' (types: text-generation, speech-to-text, image-to-text, vision-language, clip, ocr, audio-encoder, staged)");
   }
   std::string why;
   if (fs::exists(dir / "config.json"))
