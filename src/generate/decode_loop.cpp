@@ -88,6 +88,17 @@ std::vector<DecodedSequence> decode(StepModel& model, const DecodeRequest& reque
       streams[s]->finish();
   };
 
+  // Greedy choices need only the logits that can win (runtime::LogitsHead); the model's rows
+  // are cache rows, which are the sequences here.
+  struct GreedyScope {
+    StepModel& model;
+    ~GreedyScope() { model.set_greedy_process(nullptr); }
+  } greedy_scope{model};
+  if (!request.config.do_sample && pipeline.keeps_logit_order())
+    model.set_greedy_process([&](int64_t row, std::span<float> logits) {
+      pipeline.process(logits, sequences[static_cast<size_t>(row)], prompts[static_cast<size_t>(row)].size());
+    });
+
   auto t0 = std::chrono::steady_clock::now();
   for (size_t s = 0; s < n; ++s) {
     Tensor logits = model.prefill(static_cast<int64_t>(s), prompts[s]);

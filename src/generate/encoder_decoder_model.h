@@ -37,6 +37,7 @@ class EncoderDecoderModel final : public StepModel {
   void reorder(std::span<const int64_t> sources) override;
   Tensor extend(int64_t row, const std::vector<TokenId>& ids) override;
   void truncate(int64_t row, int64_t length) override;
+  void set_greedy_process(runtime::GreedyRowProcess process) override { with_past_.set_greedy_process(std::move(process)); }
   // The with-past decoder's time per op type, when the session options asked for a profile.
   std::vector<OpTime> op_times() { return with_past_.op_times(); }
 

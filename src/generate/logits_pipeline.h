@@ -27,6 +27,10 @@ class LogitsPipeline {
   void warp_batch(std::span<float> logits, size_t vocab) const;
 
   const GenerationConfig& config() const { return config_; }
+  // Whether process() changes each logit by a non-decreasing function of that logit alone
+  // (masks, forced tokens, repetition penalty), so that bounds on logits stay bounds after it.
+  // Whisper's timestamp rules compare sums over the whole row: they do not.
+  bool keeps_logit_order() const { return !config_.timestamps; }
 
  private:
   GenerationConfig config_;

@@ -33,6 +33,10 @@ class StepModel {
   // target model did not take). Models that cannot throw std::invalid_argument.
   virtual Tensor extend(int64_t row, const std::vector<TokenId>& ids);
   virtual void truncate(int64_t row, int64_t length);
+  // Greedy loops: while set, prefill() and step() may return rows that serve only a greedy
+  // choice after `process` (runtime::CachedDecoder::set_greedy_process); null unsets it. Models
+  // without the runtime's output projection ignore it and return full logits.
+  virtual void set_greedy_process(runtime::GreedyRowProcess process) {}
 };
 
 // A decoder-only model: the prompt runs through the same cached decoder as every later token.
@@ -49,6 +53,7 @@ class DecoderOnlyModel final : public StepModel {
   void reorder(std::span<const int64_t> sources) override { cache_->reorder(sources); }
   Tensor extend(int64_t row, const std::vector<TokenId>& ids) override;
   void truncate(int64_t row, int64_t length) override;
+  void set_greedy_process(runtime::GreedyRowProcess process) override { decoder_.set_greedy_process(std::move(process)); }
 
  private:
   runtime::CachedDecoder& decoder_;

@@ -1,11 +1,14 @@
 #include "runtime/cached_decoder.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/int8_rows.h"
 #include "core/one_line.h"
 #include "onnx/loader.h"
+#include "core/parallel.h"
 #include "passes/fix_branch_input.h"
 #include "runtime/session_factory.h"
 
@@ -22,10 +25,19 @@ Tensor int_tensor(DType dtype, Shape shape, const std::vector<int64_t>& values) 
   return t;
 }
 
+// The head is the runtime's unless MMINFER_LOGITS_HEAD=graph (for comparisons) or the decoder's
+// float layers are to run below FP32 (the graph's passes would lower that MatMul too).
+bool wants_logits_head(const PrecisionPolicy& precision) {
+  const char* v = std::getenv("MMINFER_LOGITS_HEAD");
+  if (v && std::string(v) == "graph") return false;
+  if (v && *v && std::string(v) != "runtime") throw Error("MMINFER_LOGITS_HEAD must be runtime or graph, got '" + std::string(v) + "'");
+  return !precision.any_below_fp32();
+}
+
 }  // namespace
 
 CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& options, DType cache_dtype)
-    : cache_dtype_(cache_dtype) {
+    : threads_(options.threads), cache_dtype_(cache_dtype) {
   onnx_io::LoadedModel model = load_decoder_model(path, options.precision);
   passes::fix_branch_input(model.graph, "use_cache_branch", true);  // a merged decoder's with-past half
   std::string why;
@@ -45,7 +57,36 @@ CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& opti
   }
   int mask = model.graph.find_value("attention_mask");
   rows_share_length_ = !binding_.shape_feeds.empty() || (mask >= 0 && model.graph.values[mask].is_graph_input);
+  if (wants_logits_head(options.precision)) head_ = LogitsHead::cut(model.graph, "logits", &output_);
   session_ = session_from_model(std::move(model), options, path);
+}
+
+std::vector<OpTime> CachedDecoder::op_times() {
+  std::vector<OpTime> times = session_->op_times(true);
+  if (head_calls_ > 0 && !times.empty()) times.push_back({"LogitsHead", head_ms_, head_calls_});
+  head_ms_ = 0, head_calls_ = 0;
+  return times;
+}
+
+Tensor CachedDecoder::to_logits(Tensor rows, int64_t first_row) {
+  if (!head_) return rows;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t n = rows.dim(0), vocab = head_->vocab();
+  Tensor logits = Tensor::empty(DType::kFloat32, {n, vocab});
+  ThreadScope threads(threads_);
+  if (greedy_ && first_row >= 0) {
+    for (int64_t r = 0; r < n; ++r) {
+      std::span<float> out(logits.data<float>() + r * vocab, static_cast<size_t>(vocab));
+      greedy_exact_ += head_->greedy(rows.data<float>() + r * head_->dim(), out,
+                                     [&](std::span<float> l) { greedy_(first_row + r, l); });
+      ++greedy_rows_;
+    }
+  } else {
+    head_->full(rows.data<float>(), n, logits.data<float>());
+  }
+  head_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ++head_calls_;
+  return logits;
 }
 
 KvCache CachedDecoder::make_cache(int64_t rows, int64_t capacity) const {
@@ -83,7 +124,7 @@ Tensor CachedDecoder::step(KvCache& cache, int64_t row, const std::string& token
   if (row < 0 || n <= 0 || row + n > cache.rows()) throw Error("decoder step: rows out of the cache's range");
   std::vector<int64_t> lengths(static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r) lengths[r] = cache.length(row + r);
-  return split_unequal(lengths, tokens, extra, [&](int64_t first, int64_t count, const Tensor& t, const std::vector<NamedTensor>& e) {
+  Tensor out = split_unequal(lengths, tokens, extra, [&](int64_t first, int64_t count, const Tensor& t, const std::vector<NamedTensor>& e) {
     // Each row is one block of the whole capacity.
     std::vector<int64_t> slots(static_cast<size_t>(count)), before(slots.size());
     for (int64_t r = 0; r < count; ++r) slots[r] = row + first + r, before[r] = lengths[first + r];
@@ -91,6 +132,7 @@ Tensor CachedDecoder::step(KvCache& cache, int64_t row, const std::string& token
     for (int64_t r = 0; r < count; ++r) cache.set_length(slots[r], before[r] + t.dim(1));
     return logits;
   });
+  return to_logits(std::move(out), row);
 }
 
 Tensor CachedDecoder::step_positions(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens,
@@ -100,7 +142,7 @@ Tensor CachedDecoder::step_positions(KvCache& cache, int64_t row, const std::str
   const int64_t before = cache.length(row);
   Tensor logits = run_step(cache, {before}, int_tensor(DType::kInt32, {1, 1}, {row}), tokens_name, tokens, extra, true);
   cache.set_length(row, before + tokens.dim(1));
-  return Tensor::alias(logits, DType::kFloat32, {logits.dim(1), logits.dim(2)}, const_cast<void*>(logits.raw()));
+  return to_logits(Tensor::alias(logits, DType::kFloat32, {logits.dim(1), logits.dim(2)}, const_cast<void*>(logits.raw())), -1);
 }
 
 Tensor CachedDecoder::step(KvCache& pool, std::span<BlockList* const> sequences, const std::string& tokens_name,
@@ -109,7 +151,7 @@ Tensor CachedDecoder::step(KvCache& pool, std::span<BlockList* const> sequences,
   if (n <= 0 || tokens.rank() < 2 || tokens.dim(0) != n) throw Error("decoder step: one row of tokens per sequence");
   std::vector<int64_t> lengths(static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r) lengths[r] = sequences[r]->length;
-  return split_unequal(lengths, tokens, extra, [&](int64_t first, int64_t count, const Tensor& t, const std::vector<NamedTensor>& e) {
+  Tensor out = split_unequal(lengths, tokens, extra, [&](int64_t first, int64_t count, const Tensor& t, const std::vector<NamedTensor>& e) {
     const int64_t S = t.dim(1);
     size_t width = 1;
     for (int64_t r = first; r < first + count; ++r) {
@@ -128,6 +170,7 @@ Tensor CachedDecoder::step(KvCache& pool, std::span<BlockList* const> sequences,
     for (int64_t r = first; r < first + count; ++r) sequences[r]->length += S;
     return logits;
   });
+  return to_logits(std::move(out), -1);
 }
 
 Tensor CachedDecoder::run_step(KvCache& cache, const std::vector<int64_t>& lengths, const Tensor& table,
@@ -178,12 +221,13 @@ Tensor CachedDecoder::run_step(KvCache& cache, const std::vector<int64_t>& lengt
     feed.emplace_back(binding_.pairs[i].past_value, cache.values(i, 0, cache.rows()));
   }
   std::vector<Tensor> out;
-  Status s = session_->run(feed, {"logits"}, &out);
+  Status s = session_->run(feed, {output_}, &out);
   if (!s) throw Error(s.message());
-  const Tensor& logits = out[0];
-  if (logits.dtype() != DType::kFloat32 || logits.rank() != 3 || logits.dim(0) != n)
-    throw Error("the decoder's logits are " + std::string(dtype_name(logits.dtype())) + " " + shape_str(logits.shape()) +
-                ", expected float32 [" + std::to_string(n) + ", positions, vocab]");
+  const Tensor& logits = out[0];  // or the head's input
+  if (logits.dtype() != DType::kFloat32 || logits.rank() != 3 || logits.dim(0) != n || (head_ && logits.dim(2) != head_->dim()))
+    throw Error("the decoder's " + std::string(head_ ? "last hidden state is " : "logits are ") + dtype_name(logits.dtype()) +
+                " " + shape_str(logits.shape()) + ", expected float32 [" + std::to_string(n) + ", positions, " +
+                (head_ ? std::to_string(head_->dim()) : "vocab") + "]");
   const int64_t steps = logits.dim(1), vocab = logits.dim(2);
   if (every_position) {
     if (steps != S) throw Error("the decoder gave logits for " + std::to_string(steps) + " of " + std::to_string(S) + " positions");

@@ -10,6 +10,7 @@
 #include "mminfer/session.h"
 #include "passes/bind_kv_cache.h"
 #include "runtime/kv_cache.h"
+#include "runtime/logits_head.h"
 
 namespace mminfer::runtime {
 
@@ -29,8 +30,21 @@ class CachedDecoder {
   const passes::KvCacheBinding& binding() const { return binding_; }
   bool has_input(const std::string& name) const;
   const std::vector<ValueInfo>& inputs() const { return session_->inputs(); }
-  // Per-op time of the steps so far when SessionOptions::profile was set (then resets the window).
-  std::vector<OpTime> op_times() { return session_->op_times(true); }
+  // Per-op time of the steps so far when SessionOptions::profile was set (then resets the window);
+  // the output projection, when the runtime runs it, as "LogitsHead".
+  std::vector<OpTime> op_times();
+
+  // Whether the runtime runs the output projection (runtime/logits_head.h): a float32 decoder
+  // whose logits are a MatMul on a constant, unless MMINFER_LOGITS_HEAD=graph.
+  bool runs_logits_head() const { return head_ != nullptr; }
+  // While set, step() over a KvCache returns rows that serve a greedy choice only: the argmax of
+  // `process(cache row, logits)` is that of the full logits, but tokens that cannot win hold
+  // bounds, not logits. `process` must be a non-decreasing map of each logit alone. Unset: the
+  // full logits. No effect without the runtime's head.
+  void set_greedy_process(GreedyRowProcess process) { greedy_ = std::move(process); }
+  // Logits computed exactly by greedy steps so far, and the rows they came from.
+  int64_t greedy_exact_logits() const { return greedy_exact_; }
+  int64_t greedy_rows() const { return greedy_rows_; }
   // The first non-cache input (input_ids or inputs_embeds) and its dtype.
   const ValueInfo* input(const std::string& name) const;
 
@@ -59,7 +73,18 @@ class CachedDecoder {
   Tensor run_step(KvCache& cache, const std::vector<int64_t>& lengths, const Tensor& table, const std::string& tokens_name,
                   const Tensor& tokens, const std::vector<NamedTensor>& extra, bool every_position = false);
 
+  // The graph's output rows [n, width] as logits [n, vocab]: through the head when there is one,
+  // for greedy rows starting at cache row `first_row` (-1: not greedy).
+  Tensor to_logits(Tensor rows, int64_t first_row);
+
   std::unique_ptr<Session> session_;
+  std::unique_ptr<LogitsHead> head_;
+  std::string output_ = "logits";  // what the graph computes: the logits, or the head's input
+  GreedyRowProcess greedy_;
+  int threads_ = 0;
+  int64_t greedy_exact_ = 0, greedy_rows_ = 0;
+  double head_ms_ = 0;
+  int64_t head_calls_ = 0;
   passes::KvCacheBinding binding_;
   std::vector<KvCache::Layer> layers_;
   DType cache_dtype_;

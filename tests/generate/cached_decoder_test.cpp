@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -161,6 +162,14 @@ TEST(CachedDecoderVsTorch, LlamaTinyGreedyLoop) {
   for (size_t r = 0; r < 2; ++r) EXPECT_EQ(out[r].tokens, tokens[r]);
   EXPECT_EQ(t.decode_steps, 63u);
   EXPECT_EQ(t.new_tokens, 128u);
+  // The output projection ran in the runtime's greedy form for every token (two prefills, 63
+  // steps of two rows), reading few FP32 logits: torch's tokens above came from its bounds.
+  ASSERT_TRUE(decoder.runs_logits_head());
+  const int64_t vocab = 659;  // llama-tiny's
+  EXPECT_EQ(decoder.greedy_rows(), 128);
+  std::printf("greedy head: %lld exact logits over %lld rows of %lld\n", static_cast<long long>(decoder.greedy_exact_logits()),
+              static_cast<long long>(decoder.greedy_rows()), static_cast<long long>(vocab));
+  EXPECT_LT(decoder.greedy_exact_logits(), decoder.greedy_rows() * vocab / 10);
 }
 
 // Whisper-shaped: the encoder once, decoder_model.onnx for the forced prompt, then

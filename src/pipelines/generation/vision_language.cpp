@@ -90,6 +90,7 @@ class VisionLanguageModel final : public generate::StepModel {
   Tensor step(int64_t row, const Tensor& ids) override {
     return decoder_.step(*cache_, row, "inputs_embeds", run_one(embed_, "input_ids", ids));
   }
+  void set_greedy_process(runtime::GreedyRowProcess process) override { decoder_.set_greedy_process(std::move(process)); }
 
  private:
   runtime::CachedDecoder& decoder_;
