@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/parallel.h"
+#include "kernels/cpu/gemm/dense_gemm.h"
 #include "kernels/cpu/gemm/panel_dots.h"
 
 namespace mminfer::runtime {
@@ -81,6 +82,8 @@ LogitsHead::LogitsHead(const float* w, int64_t d, int64_t vocab)
   });
 }
 
+LogitsHead::~LogitsHead() = default;
+
 template <typename T>
 void LogitsHead::dots(const T* panels, const float* x, int64_t first, int64_t last, float* out) const {
   const bool clipped = last == panels_ && vocab_ % kernels::kPanelRows != 0;
@@ -94,9 +97,23 @@ void LogitsHead::dots(const T* panels, const float* x, int64_t first, int64_t la
 }
 
 void LogitsHead::full(const float* hidden, int64_t rows, float* out) const {
-  parallel_for(panels_, kPanelGrain, [&](int64_t first, int64_t last) {
-    for (int64_t r = 0; r < rows; ++r) dots(rows_.data(), hidden + r * d_, first, last, out + r * vocab_);
+  if (rows > 1) return many().run(hidden, rows, out);
+  parallel_for(panels_, kPanelGrain, [&](int64_t first, int64_t last) { dots(rows_.data(), hidden, first, last, out); });
+}
+
+kernels::PackedGemm& LogitsHead::many() const {
+  // Several rows at once (beams, a draft's proposals) are a GEMM, where oneDNN's blocking beats a
+  // row of panels at a time; its copy of W is made the first time, so greedy and sampled
+  // decoding never hold it.
+  std::call_once(many_once_, [&] {
+    std::vector<float> wt(static_cast<size_t>(vocab_ * d_));  // W transposed, row-major
+    for (int64_t i = 0; i < vocab_; ++i) {
+      const float* lane = rows_.data() + (i / kernels::kPanelRows) * d_ * kernels::kPanelRows + i % kernels::kPanelRows;
+      for (int64_t k = 0; k < d_; ++k) wt[i * d_ + k] = lane[k * kernels::kPanelRows];
+    }
+    many_ = std::make_unique<kernels::ConstWeightGemm>(wt.data(), d_, vocab_, true, 1.0f, nullptr, kernels::Activation{});
   });
+  return *many_;
 }
 
 int64_t LogitsHead::greedy(const float* hidden, std::span<float> out, const std::function<void(std::span<float>)>& process) const {

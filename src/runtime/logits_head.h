@@ -8,12 +8,17 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
 #include "mminfer/tensor.h"
+
+namespace mminfer::kernels {
+class PackedGemm;
+}
 
 namespace mminfer::runtime {
 
@@ -32,11 +37,13 @@ class LogitsHead {
 
   // Builds the head from W [d, vocab] (row-major float32).
   LogitsHead(const float* w, int64_t d, int64_t vocab);
+  ~LogitsHead();
 
   int64_t dim() const { return d_; }
   int64_t vocab() const { return vocab_; }
 
-  // logits[r] = hidden[r] W for `rows` rows of `dim()` floats; out holds rows * vocab().
+  // logits[r] = hidden[r] W for `rows` rows of `dim()` floats; out holds rows * vocab(). One row
+  // sums in panel_dots' order (so greedy()'s exact logits are its values); several go to oneDNN.
   void full(const float* hidden, int64_t rows, float* out) const;
 
   // One row of logits for a greedy choice: each token that can be the argmax after `process`
@@ -51,12 +58,15 @@ class LogitsHead {
   // and clipped at the vocabulary's end.
   template <typename T>
   void dots(const T* panels, const float* x, int64_t first, int64_t last, float* out) const;
+  kernels::PackedGemm& many() const;
 
   int64_t panels_;                // vocab / 16, rounded up
   std::vector<float> rows_;       // W's columns (the vocabulary's rows) in panels
   std::vector<int8_t> codes_;     // the same as q = round(W / scale), in [-127, 127]
   std::vector<float> scales_;     // per token: max |W| / 127
   std::vector<float> slopes_;     // per token: |logit - scale * (q . h)| <= slope * |h|_1
+  mutable std::once_flag many_once_;
+  mutable std::unique_ptr<kernels::PackedGemm> many_;  // W for several rows at once, made on first use
 };
 
 }  // namespace mminfer::runtime
