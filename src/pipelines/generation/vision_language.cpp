@@ -71,11 +71,24 @@ void splice_features(Tensor& embeds, const std::vector<generate::TokenId>& promp
                 " image features");
 }
 
+// Rows `positions` of [1, positions, width] embeddings, in order.
+Tensor kept_rows(const Tensor& embeddings, const std::vector<size_t>& positions) {
+  const int64_t width = embeddings.dim(2);
+  Tensor kept = Tensor::empty(DType::kFloat32, {1, static_cast<int64_t>(positions.size()), width});
+  for (size_t k = 0; k < positions.size(); ++k)
+    std::memcpy(kept.data<float>() + k * width, embeddings.data<float>() + positions[k] * width, sizeof(float) * width);
+  return kept;
+}
+
 // Embeds tokens and, in the prefill, writes the image's features over the image tokens.
 class VisionLanguageModel final : public generate::StepModel {
  public:
-  VisionLanguageModel(runtime::CachedDecoder& decoder, Session& embed, generate::TokenId image_token, const Tensor* features)
-      : decoder_(decoder), embed_(embed), image_token_(image_token), features_(features) {}
+  // `prompt_embeddings`, when given, are the prompt's token embeddings already made (the kept
+  // rows of a pruned prompt's), so the prefill does not embed it again.
+  VisionLanguageModel(runtime::CachedDecoder& decoder, Session& embed, generate::TokenId image_token, const Tensor* features,
+                      Tensor prompt_embeddings = {})
+      : decoder_(decoder), embed_(embed), image_token_(image_token), features_(features),
+        prompt_embeddings_(std::move(prompt_embeddings)) {}
   void start(int64_t rows, int64_t capacity) override { cache_.emplace(decoder_.make_cache(rows, capacity)); }
   int64_t length(int64_t row) const override { return cache_->length(row); }
   int64_t capacity() const override { return cache_->capacity(); }
@@ -83,7 +96,9 @@ class VisionLanguageModel final : public generate::StepModel {
   void reorder(std::span<const int64_t> sources) override { cache_->reorder(sources); }
 
   Tensor prefill(int64_t row, const std::vector<generate::TokenId>& prompt) override {
-    Tensor embeds = run_one(embed_, "input_ids", generate::ids_tensor(prompt));
+    Tensor embeds = prompt_embeddings_.defined() && prompt_embeddings_.dim(1) == static_cast<int64_t>(prompt.size())
+                        ? prompt_embeddings_
+                        : run_one(embed_, "input_ids", generate::ids_tensor(prompt));
     splice_features(embeds, prompt, image_token_, features_);
     return decoder_.step(*cache_, row, "inputs_embeds", embeds);
   }
@@ -97,6 +112,7 @@ class VisionLanguageModel final : public generate::StepModel {
   Session& embed_;
   generate::TokenId image_token_;
   const Tensor* features_;
+  Tensor prompt_embeddings_;
   std::optional<runtime::KvCache> cache_;
 };
 
@@ -280,12 +296,8 @@ VisionLanguage::Conversation VisionLanguage::converse(const nlohmann::ordered_js
   if (features && prune_image_tokens_ > 0) {
     PrunedImageTokens pruned = prune_image_tokens(c.ids, image_token_, c.embeddings, *features, prune_image_tokens_);
     // The kept positions' rows of the embeddings already made, the kept features over them.
-    const int64_t width = c.embeddings.dim(2);
-    Tensor kept = Tensor::empty(DType::kFloat32, {1, static_cast<int64_t>(pruned.positions.size()), width});
-    for (size_t k = 0; k < pruned.positions.size(); ++k)
-      std::memcpy(kept.data<float>() + k * width, c.embeddings.data<float>() + pruned.positions[k] * width, sizeof(float) * width);
     c.ids = std::move(pruned.prompt);
-    c.embeddings = kept;
+    c.embeddings = kept_rows(c.embeddings, pruned.positions);
     splice_features(c.embeddings, c.ids, image_token_, &pruned.features);
     // The image tokens' ids are all alike: the rows kept tell prompts that kept others apart
     // (the server's prefix cache keys on the ids and this digest).
@@ -408,17 +420,18 @@ generate::DecodedSequence VisionLanguage::answer(const std::string& question, co
     throw Error("the image split into " + std::to_string(f.rows) + "x" + std::to_string(f.cols) + " tiles and a global image (" +
                 std::to_string(f.pixels.dim(0) * image_seq_len_) + " image tokens) makes a " + std::to_string(length) +
                 "-token prompt; the model's context is " + std::to_string(request.context) + " positions");
+  Tensor kept_embeddings;
   if (img && prune_image_tokens_ > 0) {
-    PrunedImageTokens pruned = prune_image_tokens(request.prompts[0], image_token_,
-                                                  run_one(*embed_, "input_ids", generate::ids_tensor(request.prompts[0])),
-                                                  features, prune_image_tokens_);
+    const Tensor embeddings = run_one(*embed_, "input_ids", generate::ids_tensor(request.prompts[0]));
+    PrunedImageTokens pruned = prune_image_tokens(request.prompts[0], image_token_, embeddings, features, prune_image_tokens_);
+    kept_embeddings = kept_rows(embeddings, pruned.positions);
     request.prompts[0] = std::move(pruned.prompt);
     features = pruned.features;
     if (image_tokens) *image_tokens = {pruned.kept, pruned.total};
   } else if (image_tokens) {
     *image_tokens = {img ? static_cast<size_t>(features.dim(1)) : 0, img ? static_cast<size_t>(features.dim(1)) : 0};
   }
-  VisionLanguageModel model(*decoder_, *embed_, image_token_, img ? &features : nullptr);
+  VisionLanguageModel model(*decoder_, *embed_, image_token_, img ? &features : nullptr, kept_embeddings);
   return generate::decode(model, request, detokenizer(), timings).at(0);
 }
 
