@@ -40,7 +40,8 @@ class CachedDecoder {
   // While set, step() over a KvCache returns rows that serve a greedy choice only: the argmax of
   // `process(cache row, logits)` is that of the full logits, but tokens that cannot win hold
   // bounds, not logits. `process` must be a non-decreasing map of each logit alone. Unset: the
-  // full logits. No effect without the runtime's head.
+  // full logits. No effect without the runtime's head. One loop at a time per decoder, as the
+  // pipelines and the server's batcher run them.
   void set_greedy_process(GreedyRowProcess process) { greedy_ = std::move(process); }
   // Logits computed exactly by greedy steps so far, and the rows they came from.
   int64_t greedy_exact_logits() const { return greedy_exact_; }

@@ -32,14 +32,15 @@ size_t argmax(const std::vector<float>& v) { return static_cast<size_t>(std::max
 }  // namespace
 
 TEST(LogitsHead, FullIsTheProduct) {
-  const int64_t d = 100, vocab = 1003;  // neither a multiple of a vector
+  const int64_t d = 101, vocab = 1003;  // neither a multiple of a vector
   std::vector<float> w = random_matrix(d, vocab, 1), h(static_cast<size_t>(3 * d));
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& v : h) v = normal(rng);
   LogitsHead head(w.data(), d, vocab);
   std::vector<float> out(static_cast<size_t>(3 * vocab));
-  head.full(h.data(), 3, out.data());
+  head.full(h.data(), 1, out.data());  // one row: the panels
+  head.full(h.data() + d, 2, out.data() + vocab);  // several: the GEMM
   for (int64_t r = 0; r < 3; ++r)
     for (int64_t i = 0; i < vocab; ++i) {
       double want = 0, scale = 0;
@@ -52,7 +53,7 @@ TEST(LogitsHead, FullIsTheProduct) {
 }
 
 TEST(LogitsHead, GreedyChoosesTheFullArgmaxAfterEveryKindOfProcessor) {
-  const int64_t d = 384, vocab = 20000;
+  const int64_t d = 387, vocab = 20000;  // d: the panel kernels' tail of k mod 4 too
   std::vector<float> w = random_matrix(d, vocab, 3);
   // Two near-twins: token 7 is token 5 plus a hair, so only exact logits tell them apart.
   for (int64_t k = 0; k < d; ++k) w[k * vocab + 7] = w[k * vocab + 5] * (1.0f + 1e-6f);
