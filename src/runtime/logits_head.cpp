@@ -59,25 +59,30 @@ LogitsHead::LogitsHead(const float* w, int64_t d, int64_t vocab)
       slopes_(static_cast<size_t>(vocab)) {
   // An FP32 dot product of d terms, summed in any order, is off by at most gamma * sum |w h|.
   const double unit = std::ldexp(1.0, -24), gamma = static_cast<double>(d + 2) * unit / (1.0 - static_cast<double>(d + 2) * unit);
-  parallel_for(vocab, 256, [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i) {
-      // Token i is lane i % 16 of panel i / 16, one value per column k.
-      const int64_t at = (i / kernels::kPanelRows) * d * kernels::kPanelRows + i % kernels::kPanelRows;
-      double wmax = 0;
-      for (int64_t k = 0; k < d; ++k) wmax = std::max(wmax, std::fabs(static_cast<double>(w[k * vocab + i])));
-      const double scale = static_cast<float>(wmax / 127.0);
-      double err = 0;
-      for (int64_t k = 0; k < d; ++k) {
-        const float v = w[k * vocab + i];
-        const double q = scale > 0 ? std::clamp(std::nearbyint(v / scale), -127.0, 127.0) : 0.0;
-        rows_[at + k * kernels::kPanelRows] = v;
-        codes_[at + k * kernels::kPanelRows] = static_cast<int8_t>(q);
-        err = std::max(err, std::fabs(v - q * scale));
+  constexpr int64_t lanes = kernels::kPanelRows;
+  parallel_for(panels_, 16, [&](int64_t first, int64_t last) {
+    for (int64_t p = first; p < last; ++p) {
+      // The panel's columns: 16 neighbouring values of each row of W, one cache line at a time.
+      float* panel = rows_.data() + p * d * lanes;
+      const int64_t tokens = std::min(lanes, vocab - p * lanes);
+      for (int64_t k = 0; k < d; ++k) std::copy_n(w + k * vocab + p * lanes, tokens, panel + k * lanes);
+      for (int64_t j = 0; j < tokens; ++j) {
+        const int64_t i = p * lanes + j;
+        double wmax = 0;
+        for (int64_t k = 0; k < d; ++k) wmax = std::max(wmax, std::fabs(static_cast<double>(panel[k * lanes + j])));
+        const double scale = static_cast<float>(wmax / 127.0);
+        double err = 0;
+        for (int64_t k = 0; k < d; ++k) {
+          const float v = panel[k * lanes + j];
+          const double q = scale > 0 ? std::clamp(std::nearbyint(v / scale), -127.0, 127.0) : 0.0;
+          codes_[p * d * lanes + k * lanes + j] = static_cast<int8_t>(q);
+          err = std::max(err, std::fabs(v - q * scale));
+        }
+        scales_[i] = static_cast<float>(scale);
+        // logit - scale * (q . h) = (W - scale q) . h, at most err * |h|_1; both products are
+        // FP32 sums, each off by at most gamma * wmax * |h|_1. Rounded up.
+        slopes_[i] = static_cast<float>((err + 2 * gamma * wmax) * (1.0 + 1e-6)) * (1.0f + 1e-6f);
       }
-      scales_[i] = static_cast<float>(scale);
-      // logit - scale * (q . h) = (W - scale q) . h, at most err * |h|_1; both products are FP32
-      // sums, each off by at most gamma * wmax * |h|_1. Rounded up.
-      slopes_[i] = static_cast<float>((err + 2 * gamma * wmax) * (1.0 + 1e-6)) * (1.0f + 1e-6f);
     }
   });
 }
