@@ -29,7 +29,6 @@ int cmd_run(int argc, char** argv) {
   if (args.has("--help") || args.positional().size() != 1) {
     std::fputs(
         "usage: mminfer run MODEL.onnx --input NAME=FILE.npy ... [--output-dir DIR] [--threads N]\n"
-
         "                  [--profile TRACE.json] [--opt-level 0|1|2] [--inter-op auto|off|on]\n"
         "                  [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...] [--merge-tokens R]\n"
         "       mminfer run DIR INPUT... [options]\n"

@@ -122,19 +122,20 @@ kernels::PackedGemm& LogitsHead::many() const {
 }
 
 int64_t LogitsHead::greedy(const float* hidden, std::span<float> out, const std::function<void(std::span<float>)>& process) const {
-  double n1 = 0;
-  for (int64_t k = 0; k < d_; ++k) n1 += std::fabs(static_cast<double>(hidden[k]));
-  if (!std::isfinite(n1) || n1 == 0) {
+  // When the bounds cannot decide, the full row is the answer.
+  auto whole_row = [&] {
     full(hidden, 1, out.data());
     return vocab_;
-  }
+  };
+  double n1 = 0;
+  for (int64_t k = 0; k < d_; ++k) n1 += std::fabs(static_cast<double>(hidden[k]));
+  if (!std::isfinite(n1) || n1 == 0) return whole_row();
   const float n1_up = static_cast<float>(n1 * (1.0 + 1e-6));
   // Scratch kept per thread: fresh vocabulary-sized buffers would fault in new pages each step.
   thread_local std::vector<float> lo_scratch, hi_scratch;
   lo_scratch.resize(static_cast<size_t>(vocab_));
   // Helper threads see their own thread_local objects: the lambda must hold the caller's.
   std::span<float> lo = lo_scratch, hi = out;
-  std::vector<float>& hi_processed = hi_scratch;
   parallel_for(panels_, kPanelGrain, [&](int64_t first, int64_t last) {
     dots(codes_.data(), hidden, first, last, hi.data());
     const int64_t end = std::min(vocab_, last * kernels::kPanelRows);
@@ -147,22 +148,17 @@ int64_t LogitsHead::greedy(const float* hidden, std::span<float> out, const std:
     }
   });
   // Bounds through the loop's processors: a non-decreasing map per token keeps them bounds.
+  std::vector<float>& hi_processed = hi_scratch;
   hi_processed.assign(hi.begin(), hi.end());
   process(lo);
   process(hi_processed);
   const float best_low = *std::max_element(lo.begin(), lo.end());
-  if (!(best_low > -std::numeric_limits<float>::infinity())) {
-    full(hidden, 1, out.data());
-    return vocab_;
-  }
+  if (!(best_low > -std::numeric_limits<float>::infinity())) return whole_row();
   std::vector<int64_t> candidates;
   const int64_t most = most_candidates(vocab_);
   for (int64_t i = 0; i < vocab_ && static_cast<int64_t>(candidates.size()) <= most; ++i)
     if (hi_processed[i] >= best_low) candidates.push_back(i);
-  if (static_cast<int64_t>(candidates.size()) > most) {
-    full(hidden, 1, out.data());
-    return vocab_;
-  }
+  if (static_cast<int64_t>(candidates.size()) > most) return whole_row();
   // Every other token keeps its upper bound, which the processors map below best_low.
   for (int64_t i : candidates) out[i] = kernels::panel_row_dot(rows_.data(), d_, hidden, i);
   return static_cast<int64_t>(candidates.size());
