@@ -26,8 +26,10 @@ namespace mminfer::kernels {
 
 namespace {
 
-// Multiply-adds below which a share of the work is not worth another thread (~10 us at 1 thread).
-constexpr int64_t kMinParallelWork = int64_t(1) << 17;
+// Multiply-adds below which a share of the work is not worth another thread (~10 us at 1 thread):
+// OpenMP's fork and join cost microseconds. A held spin team hands a chunk over in about one,
+// so there a quarter of that pays.
+int64_t min_parallel_work() { return detail::spin_team_here() ? int64_t(1) << 15 : int64_t(1) << 17; }
 
 class KvCacheAttentionKernel final : public Kernel {
  public:
@@ -64,7 +66,7 @@ class KvCacheAttentionKernel final : public Kernel {
     // Threads pay only for enough work: a fork and join costs microseconds, about what one KV
     // head of a short decode step takes, so short steps run on the calling thread.
     const int64_t longest = *std::max_element(needed.begin(), needed.end());
-    const int64_t write_grain = std::max<int64_t>(1, kMinParallelWork / std::max<int64_t>(1, d.S * (d.D + d.Dv)));
+    const int64_t write_grain = std::max<int64_t>(1, min_parallel_work() / std::max<int64_t>(1, d.S * (d.D + d.Dv)));
     parallel_for(d.B * d.Hkv, write_grain, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t b = c / d.Hkv, h = c % d.Hkv;
@@ -78,28 +80,31 @@ class KvCacheAttentionKernel final : public Kernel {
     const int64_t group = d.Hq / d.Hkv;
     const float* q = in[0]->data<float>();
     float* o = out[0]->data<float>();
-    // One KV head and the query heads that read it per item, so a half cache is widened once.
-    const int64_t head_work = group * d.S * longest * (d.D + d.Dv);
-    parallel_for(d.B * d.Hkv, std::max<int64_t>(1, kMinParallelWork / std::max<int64_t>(1, head_work)), [&](int64_t c0, int64_t c1) {
-      std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(d.T)));
+    // Items are query heads, so that 2 threads share 3 KV heads 5 : 4 rather than 2 : 1; a
+    // chunk runs the heads it holds of one KV head together, reading that head's keys once.
+    const int64_t head_work = d.S * longest * (d.D + d.Dv);
+    parallel_for(d.B * d.Hq, std::max<int64_t>(1, min_parallel_work() / std::max<int64_t>(1, head_work)), [&](int64_t c0, int64_t c1) {
+      // No query row sees more than `longest` keys.
+      std::vector<float> scratch(static_cast<size_t>(cached_attention::scratch_floats(longest)));
       std::vector<int64_t> lo(static_cast<size_t>(group), 0), hi(static_cast<size_t>(group));
       KvReader reader(keys_at, values_at, cache_t, d.D, d.Dv);
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t b = c / d.Hkv, h = c % d.Hkv, visible = needed[b];
+      for (int64_t c = c0; c < c1;) {
+        const int64_t b = c / d.Hq, h = c % d.Hq / group, visible = needed[b];
+        const int64_t first_head = c, heads = std::min(c1, b * d.Hq + (h + 1) * group) - c;
         cached_attention::Rows p{};
         reader.point(p, b, h, visible);
-        // Position i of the group's query heads: rows S * D apart that all see the same keys,
-        // so each key and value row is read once for the whole group.
-        const int64_t first_head = b * d.Hq + h * group;
+        // Position i of these query heads: rows S * D apart that all see the same keys, so each
+        // key and value row is read once for all of them.
         for (int64_t i = 0; i < d.S; ++i) {
           std::fill(hi.begin(), hi.end(), causal_ ? len[b] + i + 1 : visible);
           p.q = q + (first_head * d.S + i) * d.D, p.q_stride = d.S * d.D;
           p.out = o + (first_head * d.S + i) * d.Dv, p.out_stride = d.S * d.Dv;
           p.lo = lo.data(), p.hi = hi.data();
-          p.sq = group, p.d = d.D, p.dv = d.Dv;
+          p.sq = heads, p.d = d.D, p.dv = d.Dv;
           p.scale = scale;
           cached_attention::run(p, scratch.data());
         }
+        c += heads;
       }
     });
   }
