@@ -68,6 +68,7 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
       if (o >= 0) plan.frozen.emplace_back(o, rec.values[o]);
   }
   plan.offset.assign(graph_.values.size(), -1);
+  plan.viewed.assign(graph_.values.size(), false);
   size_t n = graph_.values.size();
   // Follow aliases (Reshape and friends) to the buffer that really holds the bytes.
   std::vector<int> root(n);
@@ -86,14 +87,16 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
       int o = st.outputs[oi];
       if (o < 0) continue;
       int a = st.kernel->alias_input(static_cast<int>(oi));
-      if (a >= 0 && static_cast<size_t>(a) < st.inputs.size() && st.inputs[a] >= 0) {
-        int r = root[st.inputs[a]];
+      int source = a >= 0 && static_cast<size_t>(a) < st.inputs.size() ? st.inputs[a] : rec.view_of[o];
+      if (source >= 0) {
+        int r = root[source];
         root[o] = r;
         // A graph output must own its bytes, so an alias of an arena buffer is not allowed.
         if (!plannable(o) && request_of[r] >= 0) {
           root[o] = o;
           continue;
         }
+        plan.viewed[o] = rec.view_of[o] >= 0;
         if (request_of[r] >= 0) {
           int lu = last_use_[o] < 0 ? static_cast<int>(s) : last_use_[o];
           auto& req = requests[request_of[r]];
@@ -231,8 +234,21 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
         const TensorDesc& d = descs[i];
         int o = st.outputs[i];
         int a = st.kernel->alias_input(static_cast<int>(i));
+        const size_t bytes = static_cast<size_t>(shape_numel(d.shape)) * dtype_size(d.dtype);
+        // A view of an input's bytes: on a planned run only where the plan kept that input's
+        // buffer alive for it.
+        int64_t offset = 0;
+        if (a < 0 && o >= 0 && !graph_.values[o].is_graph_output && (!plan || plan->viewed[o])) {
+          a = st.kernel->view_input(static_cast<int>(i), in, descs, &offset);
+          if (a >= 0 && (!in[a] || offset < 0 || static_cast<size_t>(offset) + bytes > in[a]->nbytes())) a = -1;
+          if (a >= 0) {
+            *out[i] = Tensor::alias(*in[a], d.dtype, d.shape, static_cast<char*>(const_cast<void*>(in[a]->raw())) + offset);
+            if (record) record->view_of[o] = st.inputs[a];
+            continue;
+          }
+        }
         if (a >= 0 && in[a] && !(o >= 0 && graph_.values[o].is_graph_output)) {
-          if (shape_numel(d.shape) * dtype_size(d.dtype) != in[a]->nbytes())
+          if (bytes != in[a]->nbytes())
             throw Error("reinterpreting " + shape_str(in[a]->shape()) + " as " + shape_str(d.shape) + " changes the element count");
           *out[i] = Tensor::alias(*in[a], d.dtype, d.shape, const_cast<void*>(in[a]->raw()));
           continue;
@@ -312,6 +328,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     record.descs.resize(graph_.values.size());
     record.values.resize(graph_.values.size());
     record.shape_only.assign(graph_.values.size(), false);
+    record.view_of.assign(graph_.values.size(), -1);
     for (size_t v = 0; v < graph_.values.size(); ++v) record.shape_only[v] = graph_.values[v].is_constant;
     execute(values, nullptr, &record, profiler);
     // Bound the cache so a stream of new shapes cannot grow memory without limit (plans hold

@@ -36,6 +36,7 @@ class Executor {
     std::vector<kernels::TensorDesc> descs;  // per value
     std::vector<bool> shape_only;            // per value: computed from input shapes alone
     std::vector<Tensor> values;              // per value: kept where shape_only
+    std::vector<int> view_of;                // per value: the value whose bytes it viewed, or -1
   };
   struct ShapePlan {
     // Values that depend only on input shapes (Shape -> Gather -> Concat chains) are fixed for
@@ -44,6 +45,7 @@ class Executor {
     std::vector<bool> skip;                   // per step
     std::vector<kernels::TensorDesc> descs;  // per value, as seen on the planning run
     std::vector<int64_t> offset;             // per value; -1: not in the arena
+    std::vector<bool> viewed;                // per value: a view of an input (Kernel::view_input)
     size_t arena_bytes = 0;  // what the plan needs of the executor's arena
     ModeTuner branch_tuner;  // sequential or concurrent branches, for this signature
     // Each op forking its own threads, or one spin team held for the whole run

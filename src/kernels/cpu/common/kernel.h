@@ -47,6 +47,14 @@ class Kernel {
   virtual int inplace_input(int /*o*/) const { return -1; }
   // Output `o` is input returned here with a new shape: the executor aliases, never runs.
   virtual int alias_input(int /*o*/) const { return -1; }
+  // For these shapes (`out` as infer gave them), output `o` is a stretch of the input returned
+  // here, starting *byte_offset bytes in: a Transpose that moves only dimensions of size 1, a
+  // Split whose dimensions before the axis are all 1. The executor may then alias instead of
+  // copying; -1: a copy is needed.
+  virtual int view_input(int /*o*/, const Inputs& /*in*/, const std::vector<TensorDesc>& /*out*/,
+                         int64_t* /*byte_offset*/) const {
+    return -1;
+  }
   // True when output shapes depend on input values (NonZero): infer is not called and
   // run allocates the outputs itself (out tensors arrive undefined).
   virtual bool outputs_need_run() const { return false; }

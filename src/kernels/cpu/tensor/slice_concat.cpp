@@ -204,6 +204,18 @@ class SplitKernel final : public Kernel {
       at += chunk;
     }
   }
+  // With every dimension before the axis 1, each output is one stretch of the input.
+  int view_input(int o, const Inputs& in, const std::vector<TensorDesc>& out, int64_t* byte_offset) const override {
+    const Tensor& x = *in[0];
+    const size_t axis = static_cast<size_t>(normalize_axis(axis_, static_cast<int64_t>(x.rank()), "axis"));
+    int64_t outer, inner;
+    outer_inner(x.shape(), axis, outer, inner);
+    if (outer != 1) return -1;
+    int64_t before = 0;
+    for (int i = 0; i < o; ++i) before += out[static_cast<size_t>(i)].shape[axis];
+    *byte_offset = before * inner * static_cast<int64_t>(dtype_size(x.dtype()));
+    return 0;
+  }
 
  private:
   std::vector<int64_t> split_sizes(const Inputs& in, int64_t dim) const {

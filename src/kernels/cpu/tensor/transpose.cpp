@@ -55,6 +55,20 @@ class TransposeKernel final : public Kernel {
     else
       layout::transpose(x.raw(), out[0]->raw(), dtype_size(x.dtype()), x.shape(), perm_);
   }
+  // The bytes stay in place when the dimensions longer than 1 keep their order ([1, 1, H, D] to
+  // [1, H, 1, D], as a decode step's attention transposes are).
+  int view_input(int, const Inputs& in, const std::vector<TensorDesc>&, int64_t* byte_offset) const override {
+    const Shape& x = in[0]->shape();
+    if (perm_.size() != x.size()) return -1;
+    int64_t last = -1;
+    for (int64_t a : perm_) {
+      if (x[static_cast<size_t>(a)] == 1) continue;
+      if (a < last) return -1;
+      last = a;
+    }
+    *byte_offset = 0;
+    return 0;
+  }
 
  private:
   std::vector<int64_t> perm_for(size_t rank) const {
