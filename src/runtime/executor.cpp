@@ -63,10 +63,15 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
     for (int o : steps_[s].outputs)
       all_frozen = all_frozen && (o < 0 || (rec.shape_only[o] && !graph_.values[o].is_graph_output));
     plan.skip[s] = all_frozen;
-    if (!all_frozen) continue;
+    if (!all_frozen) {
+      plan.active.push_back(static_cast<int>(s));
+      continue;
+    }
     for (int o : steps_[s].outputs)
       if (o >= 0) plan.frozen.emplace_back(o, rec.values[o]);
   }
+  plan.is_frozen.assign(graph_.values.size(), false);
+  for (const auto& f : plan.frozen) plan.is_frozen[static_cast<size_t>(f.first)] = true;
   plan.offset.assign(graph_.values.size(), -1);
   plan.viewed.assign(graph_.values.size(), false);
   size_t n = graph_.values.size();
@@ -174,15 +179,16 @@ Setting spin_team_setting() {
 }
 }  // namespace
 
+// With a plan, values must already hold its frozen values (run() sees to it).
 void Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler) {
-  if (plan)
-    for (const auto& [v, t] : plan->frozen) values[v] = t;
   StepScratch scratch;
-  for (size_t si = 0; si < steps_.size(); ++si) run_step(si, values, plan, record, profiler, scratch);
+  if (plan)
+    for (int si : plan->active) run_step(static_cast<size_t>(si), values, plan, record, profiler, scratch);
+  else
+    for (size_t si = 0; si < steps_.size(); ++si) run_step(si, values, plan, record, profiler, scratch);
 }
 
 void Executor::execute_branches(std::vector<Tensor>& values, const ShapePlan& plan) {
-  for (const auto& [v, t] : plan.frozen) values[v] = t;
   int n = static_cast<int>(branches_.steps.size());
   std::vector<std::exception_ptr> failure(static_cast<size_t>(n));
   // Inside this region kernels see omp_in_parallel() and run single-threaded (oneDNN too).
@@ -208,8 +214,13 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
   std::vector<Tensor>& scratch = s.omitted;
   Step& st = steps_[si];
   const ir::Node& node = graph_.nodes[st.node];
+  // A plan's frozen values stay for the next run of the same shapes.
+  auto release = [&] {
+    for (int v : st.release)
+      if (!plan || !plan->is_frozen[static_cast<size_t>(v)]) values[v] = Tensor();
+  };
   if (plan && plan->skip[si]) {
-    for (int v : st.release) values[v] = Tensor();
+    release();
     return;
   }
   in.clear();
@@ -293,7 +304,7 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
       }
     }
   }
-  for (int v : st.release) values[v] = Tensor();
+  release();
 }
 
 void Executor::reserve_arena(size_t bytes) {
@@ -318,10 +329,23 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     signature.insert(signature.end(), t.shape().begin(), t.shape().end());
   }
   std::vector<Tensor>& values = values_;
-  for (int v : computed_) values[v] = Tensor();
-  for (size_t i = 0; i < inputs.size(); ++i) values[graph_.inputs[i]] = inputs[i];
-
   auto it = plans_.find(signature);
+  const ShapePlan* plan_now = it == plans_.end() ? nullptr : it->second.get();
+  if (!plan_now || plan_now != resident_) {
+    for (int v : computed_) values[v] = Tensor();
+    resident_ = nullptr;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) values[graph_.inputs[i]] = inputs[i];
+  // What a run leaves behind: its plan's frozen values stay resident, everything else goes.
+  auto clear_run = [&] {
+    if (!resident_) {
+      for (int v : computed_) values[v] = Tensor();
+      return;
+    }
+    for (int v : graph_.inputs) values[v] = Tensor();
+    for (int v : graph_.outputs) values[v] = Tensor();
+  };
+
   if (it == plans_.end()) {
     // First run for these shapes: run on the heap while recording every shape, then plan.
     Recording record;
@@ -333,13 +357,17 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     execute(values, nullptr, &record, profiler);
     // Bound the cache so a stream of new shapes cannot grow memory without limit (plans hold
     // offsets only; the one arena is shared).
-    if (plans_.size() >= 64) plans_.erase(plans_.begin());
+    if (plans_.size() >= 64) plans_.erase(plans_.begin());  // never the resident one: there is none
     auto plan = std::make_unique<ShapePlan>(build_plan(record));
     reserve_arena(plan->arena_bytes);  // now, so the next run of these shapes is a steady one
     plans_[signature] = std::move(plan);
   } else {
     ShapePlan& plan = *it->second;
     reserve_arena(plan.arena_bytes);
+    if (resident_ != &plan) {
+      for (const auto& [v, t] : plan.frozen) values[v] = t;
+      resident_ = &plan;
+    }
     bool branches = branches_.worth_trying() && !profiler && inter_op_ != InterOp::kOff && num_threads() > 1;
     bool concurrent = branches && (inter_op_ == InterOp::kOn || plan.branch_tuner.use_alternative());
     // The spin team is timed once the branch question is settled, so the two trials never mix.
@@ -350,19 +378,25 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     bool team = spin_team_setting() == Setting::kAuto ? team_timed && plan.team_tuner.use_alternative()
                                                       : team_trial && spin_team_setting() == Setting::kOn;
     auto t0 = std::chrono::steady_clock::now();
-    if (concurrent)
-      execute_branches(values, plan);
-    else if (team)
-      run_with_spin_team(num_threads(), [&] { execute(values, &plan, nullptr, nullptr); });
-    else
-      execute(values, &plan, nullptr, profiler);
+    try {
+      if (concurrent)
+        execute_branches(values, plan);
+      else if (team)
+        run_with_spin_team(num_threads(), [&] { execute(values, &plan, nullptr, nullptr); });
+      else
+        execute(values, &plan, nullptr, profiler);
+    } catch (...) {
+      resident_ = nullptr;  // a failed run's values are released in full
+      clear_run();
+      throw;
+    }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (branches && inter_op_ == InterOp::kAuto && !plan.branch_tuner.decided()) plan.branch_tuner.record(concurrent, ms);
     else if (team_timed && !plan.team_tuner.decided()) plan.team_tuner.record(team, ms);
   }
   std::vector<Tensor> outputs;
   for (int o : graph_.outputs) outputs.push_back(values[o]);
-  for (int v : computed_) values[v] = Tensor();
+  clear_run();
   return outputs;
 }
 

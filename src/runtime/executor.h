@@ -43,6 +43,8 @@ class Executor {
     // a signature: they are stored here and their nodes skipped.
     std::vector<std::pair<int, Tensor>> frozen;
     std::vector<bool> skip;                   // per step
+    std::vector<int> active;                  // the steps not skipped, in order
+    std::vector<bool> is_frozen;              // per value: one of `frozen`, never released
     std::vector<kernels::TensorDesc> descs;  // per value, as seen on the planning run
     std::vector<int64_t> offset;             // per value; -1: not in the arena
     std::vector<bool> viewed;                // per value: a view of an input (Kernel::view_input)
@@ -78,6 +80,9 @@ class Executor {
   // computes are reset, so a decode step does not copy every weight's Tensor (shape and all).
   std::vector<Tensor> values_;
   std::vector<int> computed_;  // indices of the values that are not constants
+  // The plan whose frozen values values_ still holds from the last run: a run of the same
+  // shapes (every decode step) neither copies nor releases them again.
+  const ShapePlan* resident_ = nullptr;
   // One arena for every plan, as large as the largest: runs of one executor never overlap and
   // graph outputs never live in it, so plans for many shapes cost offsets, not memory.
   std::shared_ptr<void> arena_;
