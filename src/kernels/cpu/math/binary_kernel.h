@@ -26,6 +26,21 @@ void run_binary_typed(const Op& op, const T* a, const T* b, O* out, const Broadc
   });
 }
 
+// The same over inputs of one shape: a single flat run, no plan to build (a decode step's
+// residual adds are 576 floats, where building the plan cost as much as the adding).
+template <typename Op, typename T, typename O>
+void run_binary_flat(const Op& op, const T* a, const T* b, O* out, int64_t n) {
+  parallel_for(n, kGrainCheap, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float> &&
+                  requires { op.f32(a, int64_t(0), b, int64_t(0), out, int64_t(0)); }) {
+      op.f32(a + begin, 1, b + begin, 1, out + begin, end - begin);
+    } else {
+      binop::strided_loop([&op](T x, T y) { return static_cast<O>(op(x, y)); }, a + begin, 1, b + begin, 1, out + begin,
+                          end - begin);
+    }
+  });
+}
+
 template <typename Op>
 class BinaryKernel : public Kernel {
  public:
@@ -61,9 +76,16 @@ class BinaryKernel : public Kernel {
     const Tensor& a = *in[0];
     const Tensor& b = *in[1];
     Tensor& y = *out[0];
-    auto plan = make_broadcast_plan<2>({a.shape(), b_shape(a.shape(), b.shape())}, y.shape());
     DType t = a.dtype();
     using BoolOrT = std::conditional_t<Op::kBoolOut, uint8_t, void>;
+    if (t == DType::kFloat32 && a.shape() == b.shape()) {
+      if constexpr (Op::kBoolOut)
+        run_binary_flat(op_, a.data<float>(), b.data<float>(), y.data<uint8_t>(), a.numel());
+      else
+        run_binary_flat(op_, a.data<float>(), b.data<float>(), y.data<float>(), a.numel());
+      return;
+    }
+    auto plan = make_broadcast_plan<2>({a.shape(), b_shape(a.shape(), b.shape())}, y.shape());
     if (is_half_type(t)) {
       Tensor af = half_tensor_to_float(a), bf = half_tensor_to_float(b);
       if constexpr (Op::kBoolOut) {
