@@ -131,6 +131,7 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
       requests.push_back({bytes, static_cast<int>(s), lu, branches_.branch_of_step[s]});
     }
   }
+  mark_fixed_steps(rec, plan);
   MemoryPlan mp = plan_memory(requests);
   plan.arena_bytes = mp.total_bytes;
   for (size_t v = 0; v < n; ++v)
@@ -139,6 +140,34 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
   for (size_t v = 0; v < n; ++v)
     if (request_of[v] >= 0 && root[v] != static_cast<int>(v)) plan.offset[v] = static_cast<int64_t>(mp.offsets[request_of[v]]);
   return plan;
+}
+
+void Executor::mark_fixed_steps(const Recording& rec, ShapePlan& plan) const {
+  plan.fixed.assign(steps_.size(), false);
+  plan.source.assign(graph_.values.size(), -1);
+  plan.source_offset.assign(graph_.values.size(), 0);
+  auto settled = [&](int v) { return v < 0 || graph_.values[v].is_constant || plan.is_frozen[static_cast<size_t>(v)]; };
+  for (int s : plan.active) {
+    const Step& st = steps_[static_cast<size_t>(s)];
+    if (st.kernel->outputs_need_run() || st.outputs.empty()) continue;
+    int source = -1;
+    bool fixed = true;
+    for (size_t oi = 0; oi < st.outputs.size() && fixed; ++oi) {
+      const int o = st.outputs[oi], a = st.kernel->alias_input(static_cast<int>(oi));
+      const int from = o < 0 || graph_.values[o].is_graph_output ? -1
+                       : a >= 0 && static_cast<size_t>(a) < st.inputs.size() ? st.inputs[a]
+                       : plan.viewed[o] ? rec.view_of[o] : -1;
+      fixed = from >= 0 && (source < 0 || from == source);
+      source = from;
+    }
+    for (int v : st.inputs) fixed = fixed && (v == source || settled(v));
+    if (!fixed) continue;
+    plan.fixed[static_cast<size_t>(s)] = true;
+    for (int o : st.outputs) {
+      plan.source[static_cast<size_t>(o)] = source;
+      plan.source_offset[static_cast<size_t>(o)] = rec.view_offset[o];
+    }
+  }
 }
 
 namespace {
@@ -223,6 +252,17 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
     release();
     return;
   }
+  if (plan && plan->fixed[si] && !profiler) {
+    const int source = plan->source[static_cast<size_t>(st.outputs[0])];
+    const Tensor& from = values[source];
+    if (from.defined() && from.shape() == plan->descs[source].shape && from.dtype() == plan->descs[source].dtype) {
+      char* bytes = static_cast<char*>(const_cast<void*>(from.raw()));
+      for (int o : st.outputs)
+        values[o] = Tensor::alias(from, plan->descs[o].dtype, plan->descs[o].shape, bytes + plan->source_offset[o]);
+      release();
+      return;
+    }
+  }
   in.clear();
   for (int v : st.inputs) in.push_back(v >= 0 ? &values[v] : nullptr);
   out.assign(st.outputs.size(), nullptr);
@@ -254,7 +294,7 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
           if (a >= 0 && (!in[a] || offset < 0 || static_cast<size_t>(offset) + bytes > in[a]->nbytes())) a = -1;
           if (a >= 0) {
             *out[i] = Tensor::alias(*in[a], d.dtype, d.shape, static_cast<char*>(const_cast<void*>(in[a]->raw())) + offset);
-            if (record) record->view_of[o] = st.inputs[a];
+            if (record) record->view_of[o] = st.inputs[a], record->view_offset[o] = offset;
             continue;
           }
         }
@@ -353,6 +393,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     record.values.resize(graph_.values.size());
     record.shape_only.assign(graph_.values.size(), false);
     record.view_of.assign(graph_.values.size(), -1);
+    record.view_offset.assign(graph_.values.size(), 0);
     for (size_t v = 0; v < graph_.values.size(); ++v) record.shape_only[v] = graph_.values[v].is_constant;
     execute(values, nullptr, &record, profiler);
     // Bound the cache so a stream of new shapes cannot grow memory without limit (plans hold

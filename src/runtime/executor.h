@@ -37,6 +37,7 @@ class Executor {
     std::vector<bool> shape_only;            // per value: computed from input shapes alone
     std::vector<Tensor> values;              // per value: kept where shape_only
     std::vector<int> view_of;                // per value: the value whose bytes it viewed, or -1
+    std::vector<int64_t> view_offset;        // per value: where in them, in bytes
   };
   struct ShapePlan {
     // Values that depend only on input shapes (Shape -> Gather -> Concat chains) are fixed for
@@ -48,6 +49,12 @@ class Executor {
     std::vector<kernels::TensorDesc> descs;  // per value, as seen on the planning run
     std::vector<int64_t> offset;             // per value; -1: not in the arena
     std::vector<bool> viewed;                // per value: a view of an input (Kernel::view_input)
+    // Steps whose every output aliases or views one input and whose other inputs are constant or
+    // frozen: their outputs follow from that input's shape alone, so while it keeps the planned
+    // shape they are made from `descs` without asking the kernel (a decode step's reshapes).
+    std::vector<bool> fixed;                  // per step
+    std::vector<int> source;                  // per value of a fixed step: the value it aliases
+    std::vector<int64_t> source_offset;       // per value of a fixed step: where, in bytes
     size_t arena_bytes = 0;  // what the plan needs of the executor's arena
     ModeTuner branch_tuner;  // sequential or concurrent branches, for this signature
     // Each op forking its own threads, or one spin team held for the whole run
@@ -65,6 +72,7 @@ class Executor {
   };
 
   ShapePlan build_plan(Recording& rec) const;
+  void mark_fixed_steps(const Recording& rec, ShapePlan& plan) const;
   void reserve_arena(size_t bytes);
   void execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler);
   // Runs each branch on its own thread; the plan keeps their buffers apart.

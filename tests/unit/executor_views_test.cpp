@@ -1,7 +1,8 @@
 // Outputs that are stretches of an input (Kernel::view_input: a Transpose that moves only
 // dimensions of size 1, a Split whose leading dimensions are 1) alias it instead of copying.
 // On a planned run the viewed buffer must live as long as its views, and a view that is a
-// graph output must still own its bytes.
+// graph output must still own its bytes. Steps made only of such outputs are built from the
+// plan's shapes while their source keeps its planned shape.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -105,4 +106,22 @@ TEST(ExecutorViews, KernelsViewOnlyWhereTheBytesStayInPlace) {
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t h = 0; h < 3; ++h)
       for (int64_t d = 0; d < 5; ++d) EXPECT_EQ(y.data<float>()[(n * 3 + h) * 5 + d], x.data<float>()[(n * 3 + h) * 5 + d]);
+}
+
+TEST(ExecutorViews, PlannedAliasesFollowAShapeTheDataDecides) {
+  // A Reshape of NonZero's indices: the same input shape gives a new length each run, so the
+  // plan's shapes for the reshape hold only while its source keeps the planned one.
+  GraphBuilder b;
+  int x = b.input("x", {8});
+  int positive = b.node("Greater", {x, b.scalar("zero", 0.f)});
+  int idx = b.node("NonZero", {positive});
+  b.output(b.node("Neg", {b.node("Reshape", {idx, b.int64s("flat", {-1})})}));
+  runtime::Executor ex(b.g);
+  for (int positives : {3, 5, 3, 8, 0, 3}) {
+    Tensor in = Tensor::empty(DType::kFloat32, {8});
+    for (int i = 0; i < 8; ++i) in.data<float>()[i] = i < positives ? 1.f : -1.f;
+    Tensor out = ex.run({in}, nullptr)[0];
+    ASSERT_EQ(out.shape(), (mminfer::Shape{positives}));
+    for (int i = 0; i < positives; ++i) EXPECT_EQ(out.data<int64_t>()[i], -i);
+  }
 }
