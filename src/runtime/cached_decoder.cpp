@@ -233,6 +233,8 @@ Tensor CachedDecoder::run_step(KvCache& cache, const std::vector<int64_t>& lengt
     if (steps != S) throw Error("the decoder gave logits for " + std::to_string(steps) + " of " + std::to_string(S) + " positions");
     return logits;
   }
+  // One position each (a decode step): the rows are the output's own, nothing to gather.
+  if (steps == 1) return Tensor::alias(logits, DType::kFloat32, {n, vocab}, const_cast<void*>(logits.raw()));
   Tensor last = Tensor::empty(DType::kFloat32, {n, vocab});
   for (int64_t r = 0; r < n; ++r)
     std::memcpy(last.data<float>() + r * vocab, logits.data<float>() + (r * steps + steps - 1) * vocab, sizeof(float) * vocab);
