@@ -30,6 +30,32 @@ TEST(Greedy, LowestIdWinsATie) {
   EXPECT_THROW(greedy_token(std::vector<float>{0.0f, std::nanf("")}), std::invalid_argument);
 }
 
+TEST(Greedy, LongRowsAgreeWithAPlainScan) {
+  // Rows long enough for the scan's vector lanes, the winner placed in each lane and in the
+  // tail, ties across lanes, NaN and masked rows.
+  const float inf = std::numeric_limits<float>::infinity();
+  Pcg32 rng(7, 3);
+  for (size_t n : {size_t(16), size_t(37), size_t(1000), size_t(32000)}) {
+    std::vector<float> row(n);
+    for (float& v : row) v = static_cast<float>(rng.next_double()) * 10.f - 5.f;
+    for (size_t at : {size_t(0), size_t(5), n / 2, n - 1}) {
+      std::vector<float> r = row;
+      r[at] = 7.f;
+      EXPECT_EQ(greedy_token(r), static_cast<TokenId>(at)) << n << " at " << at;
+      if (at + 3 < n) {
+        r[at + 3] = 7.f;  // a later tie, in another lane
+        EXPECT_EQ(greedy_token(r), static_cast<TokenId>(at));
+      }
+      r[at] = std::nanf("");
+      EXPECT_THROW(greedy_token(r), std::invalid_argument);
+    }
+    EXPECT_THROW(greedy_token(std::vector<float>(n, -inf)), std::invalid_argument);
+    std::vector<float> masked(n, -inf);
+    masked[n - 1] = -3.f;
+    EXPECT_EQ(greedy_token(masked), static_cast<TokenId>(n - 1));
+  }
+}
+
 TEST(Sampling, SameSeedSameTokens) {
   std::vector<float> logits(16);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 7) % 16) / 4.0f - 2.0f;
