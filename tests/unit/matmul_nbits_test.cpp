@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/parallel.h"
 #include "kernel_run.h"
 #include "kernels/cpu/quantization/matmul_nbits.h"
 #include "kernels/cpu/quantization/nbits_tiled.h"
@@ -254,6 +255,28 @@ TEST(MatMulNBits, TiledMatchesReferenceOnRoundedActivations) {
     kernels::matmul_nbits_tiled(t.t, a.data(), 1, nullptr, got.data());
     expect_close(got, want, "one whole tile, bits " + std::to_string(bits));
   }
+}
+
+// Products large enough that two threads share them by half tiles, the share of each ending
+// inside a tile: 9 tiles (18 halves, 9 each), and N leaving the last tile's second half empty.
+TEST(MatMulNBits, TiledSplitsAtHalfTilesAcrossThreads) {
+  if (!kernels::nbits_tiled_cpu()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  ThreadScope two(2);
+  unsigned seed = 40;
+  for (int bits : {4, 8})
+    for (int64_t N : {576, 970}) {
+      Case c{bits, 32, 1536, N, 1};
+      RandomWeights r(c, ++seed);
+      TiledWeights t(r.w);
+      for (int64_t M : {1, 3}) {
+        std::vector<float> a = testing::normal(static_cast<size_t>(M * c.K), seed + 3);
+        std::vector<float> rounded(a.size()), want(static_cast<size_t>(M * c.N)), got(want.size(), NAN);
+        kernels::round_activations_to_int8_blocks(a.data(), M, c.K, c.block, rounded.data());
+        kernels::matmul_nbits_reference(r.w, rounded.data(), M, nullptr, want.data());
+        kernels::matmul_nbits_tiled(t.t, a.data(), M, nullptr, got.data());
+        expect_close(got, want, "halves " + describe(c, M));
+      }
+    }
 }
 
 // The deprecated g_idx input names each k's block; the identity mapping must change nothing, and

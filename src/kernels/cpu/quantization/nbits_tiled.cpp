@@ -67,9 +67,10 @@ void matmul_nbits_tiled(const NBitsTiled& t, const float* a, int64_t M, const fl
   thread_local Int8Rows rows;  // kept per thread so that decode steps allocate nothing once warm
   quantize_int8_rows(form, a, M, 128, rows, /*lane_scales=*/false);
   const Int8Rows& q = rows;  // named by reference: in the workers `rows` would be their own, empty
-  // Enough work per thread that starting one pays: 32 KiB of codes, less as M grows.
-  const int64_t grain = std::max<int64_t>(1, 32768 / t.tile_code_bytes() / std::max<int64_t>(1, M));
-  parallel_for(t.tiles(), grain, [&](int64_t tile0, int64_t tile1) { nbits_tiled_avx512vnni(t, q, tile0, tile1, y); });
+  // Enough work per thread that starting one pays: 32 KiB of codes, less as M grows. The work
+  // is counted in half tiles.
+  const int64_t grain = std::max<int64_t>(1, 2 * 32768 / t.tile_code_bytes() / std::max<int64_t>(1, M));
+  parallel_for(2 * t.tiles(), grain, [&](int64_t half0, int64_t half1) { nbits_tiled_avx512vnni(t, q, half0, half1, y); });
   add_bias_rows(y, bias, M, t.N);
 }
 

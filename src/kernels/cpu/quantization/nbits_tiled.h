@@ -52,8 +52,9 @@ void tile_nbits_weights(const NBitsWeights& w, uint8_t* codes, float* scales, ui
 void matmul_nbits_tiled(const NBitsTiled& t, const float* a, int64_t M, const float* bias, float* y);
 
 struct Int8Rows;
-// Internal: the AVX-512 VNNI product of tiles [tile0, tile1) for every row of `q` (quantized in
+// Internal: the AVX-512 VNNI product of half tiles [half0, half1) (32 columns each: threads share
+// a product of 9 tiles 9 : 9 halves rather than 5 : 4 tiles) for every row of `q` (quantized in
 // K's order, as for 8-bit weights), no bias.
-void nbits_tiled_avx512vnni(const NBitsTiled& t, const Int8Rows& q, int64_t tile0, int64_t tile1, float* y);
+void nbits_tiled_avx512vnni(const NBitsTiled& t, const Int8Rows& q, int64_t half0, int64_t half1, float* y);
 
 }  // namespace mminfer::kernels
