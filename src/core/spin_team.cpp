@@ -1,8 +1,12 @@
 #include "core/spin_team.h"
 
 #include <omp.h>
+#include <x86intrin.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <memory>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -17,6 +21,16 @@ struct Team {
   void (*call)(void*, int64_t, int64_t) = nullptr;
   void* ctx = nullptr;
   int64_t n = 0, chunks = 0;
+  int64_t leader_items = 0;  // the leader's chunk is the last leader_items items
+  uint64_t start = 0;        // when the job was posted (TSC)
+  // The leader's share of a job, learned from how fast each side got through its part: the two
+  // threads of a shared host do not run at one speed (on a loaded one the leader took 25% longer
+  // than its helper over equal halves), and a helper starts a cache transfer or two late.
+  double leader_share = 0;
+  struct alignas(64) Finish {
+    std::atomic<uint64_t> at{0};  // when this helper finished its chunk of the current job
+  };
+  std::unique_ptr<Finish[]> finish;
   alignas(64) std::atomic<uint64_t> generation{0};
   alignas(64) std::atomic<int> pending{0};  // helpers yet to finish the current job
   std::atomic<bool> stop{false};
@@ -25,6 +39,9 @@ struct Team {
 };
 
 thread_local Team* t_team = nullptr;  // set on the leader between jobs only
+// The share a leader thread learned in its last team, kept for its next (one per decode step).
+thread_local double t_learned_share = 0;
+thread_local int t_learned_size = 0;
 
 // Waiting: pause for the first few microseconds, the gaps between a decode step's products;
 // then yield each round, so a team that shares its cores with other work (more threads than
@@ -43,8 +60,11 @@ class Backoff {
 };
 
 void run_chunk(Team& t, int64_t c) {
+  // The helpers split what the leader leaves evenly; the leader takes the rest.
+  const int64_t rest = t.n - t.leader_items, helpers = t.chunks - 1;
+  const int64_t begin = c < helpers ? rest * c / helpers : rest, end = c < helpers ? rest * (c + 1) / helpers : t.n;
   try {
-    t.call(t.ctx, t.n * c / t.chunks, t.n * (c + 1) / t.chunks);
+    t.call(t.ctx, begin, end);
   } catch (...) {
     std::lock_guard<std::mutex> lock(t.error_mutex);
     if (!t.error) t.error = std::current_exception();
@@ -58,7 +78,10 @@ void helper_loop(Team& t, int id) {
     const uint64_t g = t.generation.load(std::memory_order_acquire);
     if (g != seen) {
       seen = g;
-      if (id < t.chunks) run_chunk(t, id - 1);  // helpers 1..chunks-1 take chunks 0..chunks-2
+      if (id < t.chunks) {  // helpers 1..chunks-1 take chunks 0..chunks-2
+        run_chunk(t, id - 1);
+        t.finish[id].at.store(__rdtsc(), std::memory_order_relaxed);
+      }
       // Every helper acknowledges every job, taking part or not, so the leader never rewrites
       // the job while one of them may still be reading it.
       t.pending.fetch_sub(1, std::memory_order_release);
@@ -84,6 +107,8 @@ void run_with_spin_team(int threads, const std::function<void()>& body) {
     const int id = omp_get_thread_num();
     if (id == 0) {
       team.size = omp_get_num_threads();
+      team.leader_share = t_learned_size == team.size ? t_learned_share : 1.0 / team.size;
+      team.finish = std::make_unique<Team::Finish[]>(static_cast<size_t>(team.size));
       t_team = team.size > 1 ? &team : nullptr;
       try {
         body();
@@ -91,6 +116,7 @@ void run_with_spin_team(int threads, const std::function<void()>& body) {
         body_error = std::current_exception();
       }
       t_team = nullptr;
+      t_learned_share = team.leader_share, t_learned_size = team.size;
       team.stop.store(true, std::memory_order_release);
     } else {
       helper_loop(team, id);
@@ -101,20 +127,40 @@ void run_with_spin_team(int threads, const std::function<void()>& body) {
 
 namespace detail {
 
+double next_leader_share(double share, int size, int64_t leader_items, int64_t n, double leader_time, double helpers_time) {
+  if (!(leader_time > 0) || !(helpers_time > 0) || leader_items <= 0 || leader_items >= n) return share;
+  const double lead_pace = static_cast<double>(leader_items) / leader_time;
+  const double help_pace = static_cast<double>(n - leader_items) / helpers_time;
+  const double balanced = lead_pace / (lead_pace + help_pace);
+  return std::clamp(0.8 * share + 0.2 * balanced, 0.5 / size, 1.5 / size);
+}
+
 bool spin_team_here() { return t_team != nullptr; }
 int spin_team_size() { return t_team ? t_team->size : 1; }
 
 void spin_team_dispatch(int64_t n, int64_t chunks, void (*call)(void*, int64_t, int64_t), void* ctx) {
   Team& t = *t_team;
   t.call = call, t.ctx = ctx, t.n = n, t.chunks = chunks;
+  // The leader's part by its learned share, leaving each helper at least one item.
+  const double share = chunks == t.size ? t.leader_share : 1.0 / static_cast<double>(chunks);
+  t.leader_items = std::clamp<int64_t>(std::llround(share * static_cast<double>(n)), 1, n - (chunks - 1));
   t.pending.store(t.size - 1, std::memory_order_relaxed);
+  t.start = __rdtsc();
   t.generation.fetch_add(1, std::memory_order_release);
-  // The leader takes the last chunk, the larger one where n does not split evenly: the helpers
-  // start a little later, when they see the job.
   t_team = nullptr;  // parallel_for inside it runs inline, as it does in the helpers
   run_chunk(t, chunks - 1);
+  const uint64_t leader_done = __rdtsc();
   t_team = &t;
   for (Backoff backoff; t.pending.load(std::memory_order_acquire) != 0;) backoff.wait();
+  // Each side's pace, items per tick from the post (helpers start late by the handover), moves
+  // the share a fifth of the way to the one that would have let both finish together. Jobs of
+  // few items say little: their split is too coarse to follow the share.
+  if (chunks == t.size && n >= 8) {
+    uint64_t helpers_done = 0;
+    for (int h = 1; h < t.size; ++h) helpers_done = std::max(helpers_done, t.finish[h].at.load(std::memory_order_relaxed));
+    t.leader_share = next_leader_share(t.leader_share, t.size, t.leader_items, n, static_cast<double>(leader_done - t.start),
+                                       static_cast<double>(helpers_done - t.start));
+  }
   if (t.error) {
     std::exception_ptr e = t.error;
     t.error = nullptr;

@@ -20,8 +20,14 @@ namespace detail {
 bool spin_team_here();
 int spin_team_size();
 // Runs call(ctx, begin, end) over [0, n) in `chunks` (2..size) contiguous pieces, the last on
-// the calling thread; returns when all are done.
+// the calling thread; returns when all are done. With every thread taking part, the calling
+// thread's piece follows the pace each side showed on earlier calls (the helpers share the rest
+// evenly); otherwise the pieces are even.
 void spin_team_dispatch(int64_t n, int64_t chunks, void (*call)(void*, int64_t, int64_t), void* ctx);
+// The leader's next share of a job of `size` threads: a fifth of the way from `share` to the one
+// that would have let the leader (leader_items of n items in leader_time) and the helpers (the
+// rest in helpers_time, counted from the post) finish together, kept within [0.5, 1.5] / size.
+double next_leader_share(double share, int size, int64_t leader_items, int64_t n, double leader_time, double helpers_time);
 }  // namespace detail
 
 }  // namespace mminfer

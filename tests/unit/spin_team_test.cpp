@@ -5,6 +5,8 @@
 #include <omp.h>
 
 #include <atomic>
+#include <cmath>
+#include <chrono>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -36,6 +38,46 @@ TEST(SpinTeam, ParallelForCoversEachIndexOnceOverManyCalls) {
   EXPECT_EQ(calls.load(), 1000);  // two chunks a call
   EXPECT_EQ(threads_seen, (std::set<int>{0, 1}));
   EXPECT_FALSE(mminfer::detail::spin_team_here());  // the team ends with the call
+}
+
+TEST(SpinTeam, UnevenPacesStillCoverEachItemOnce) {
+  // Each item costs the leader twice what it costs a helper, so the split moves (how far depends
+  // on the host's load); every item must still be covered once.
+  mminfer::ThreadScope scope(2);
+  auto busy = [](std::chrono::nanoseconds d) {
+    for (auto until = std::chrono::steady_clock::now() + d; std::chrono::steady_clock::now() < until;) {
+    }
+  };
+  constexpr int kItems = 100, kRounds = 200;
+  std::vector<int> hits(kItems, 0);
+  run_with_spin_team(2, [&] {
+    for (int round = 0; round < kRounds; ++round)
+      parallel_for(kItems, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+        busy(std::chrono::microseconds(omp_get_thread_num() == 0 ? 2 : 1) * (e - b));
+      });
+  });
+  for (int h : hits) ASSERT_EQ(h, kRounds);
+}
+
+TEST(SpinTeam, LeaderShareMovesTowardEvenFinishes) {
+  using mminfer::detail::next_leader_share;
+  // Equal paces keep an even split.
+  EXPECT_DOUBLE_EQ(next_leader_share(0.5, 2, 50, 100, 1000.0, 1000.0), 0.5);
+  // A leader twice as slow: the balanced share is 1/3, and each call moves a fifth of the way.
+  double share = 0.5;
+  share = next_leader_share(share, 2, 50, 100, 2000.0, 1000.0);
+  EXPECT_NEAR(share, 0.8 * 0.5 + 0.2 / 3, 1e-12);
+  for (int i = 0; i < 100; ++i) {
+    const int64_t lead = std::llround(share * 100);
+    share = next_leader_share(share, 2, lead, 100, 2.0 * static_cast<double>(lead), static_cast<double>(100 - lead));
+  }
+  EXPECT_NEAR(share, 1.0 / 3, 0.01);
+  // A faster leader with two helpers (their part counted together), bounded to 1.5 / size.
+  EXPECT_DOUBLE_EQ(next_leader_share(0.45, 3, 40, 100, 100.0, 1000.0), 0.5);
+  // No timing, or a split that gave one side nothing, changes nothing.
+  EXPECT_EQ(next_leader_share(0.4, 2, 50, 100, 0.0, 1000.0), 0.4);
+  EXPECT_EQ(next_leader_share(0.4, 2, 100, 100, 10.0, 1000.0), 0.4);
 }
 
 TEST(SpinTeam, FewerChunksThanThreadsRunEachChunkOnce) {
