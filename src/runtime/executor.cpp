@@ -74,6 +74,8 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
   for (const auto& f : plan.frozen) plan.is_frozen[static_cast<size_t>(f.first)] = true;
   plan.offset.assign(graph_.values.size(), -1);
   plan.viewed.assign(graph_.values.size(), false);
+  plan.source.assign(graph_.values.size(), -1);
+  plan.source_offset.assign(graph_.values.size(), 0);
   size_t n = graph_.values.size();
   // Follow aliases (Reshape and friends) to the buffer that really holds the bytes.
   std::vector<int> root(n);
@@ -102,6 +104,7 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
           continue;
         }
         plan.viewed[o] = rec.view_of[o] >= 0;
+        plan.source[o] = source, plan.source_offset[o] = rec.view_offset[o];
         if (request_of[r] >= 0) {
           int lu = last_use_[o] < 0 ? static_cast<int>(s) : last_use_[o];
           auto& req = requests[request_of[r]];
@@ -131,7 +134,7 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
       requests.push_back({bytes, static_cast<int>(s), lu, branches_.branch_of_step[s]});
     }
   }
-  mark_fixed_steps(rec, plan);
+  mark_fixed_steps(plan);
   MemoryPlan mp = plan_memory(requests);
   plan.arena_bytes = mp.total_bytes;
   for (size_t v = 0; v < n; ++v)
@@ -142,31 +145,22 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
   return plan;
 }
 
-void Executor::mark_fixed_steps(const Recording& rec, ShapePlan& plan) const {
+void Executor::mark_fixed_steps(ShapePlan& plan) const {
   plan.fixed.assign(steps_.size(), false);
-  plan.source.assign(graph_.values.size(), -1);
-  plan.source_offset.assign(graph_.values.size(), 0);
   auto settled = [&](int v) { return v < 0 || graph_.values[v].is_constant || plan.is_frozen[static_cast<size_t>(v)]; };
   for (int s : plan.active) {
     const Step& st = steps_[static_cast<size_t>(s)];
     if (st.kernel->outputs_need_run() || st.outputs.empty()) continue;
     int source = -1;
     bool fixed = true;
-    for (size_t oi = 0; oi < st.outputs.size() && fixed; ++oi) {
-      const int o = st.outputs[oi], a = st.kernel->alias_input(static_cast<int>(oi));
-      const int from = o < 0 || graph_.values[o].is_graph_output ? -1
-                       : a >= 0 && static_cast<size_t>(a) < st.inputs.size() ? st.inputs[a]
-                       : plan.viewed[o] ? rec.view_of[o] : -1;
-      fixed = from >= 0 && (source < 0 || from == source);
+    for (int o : st.outputs) {
+      // A graph output must own its bytes: the run copies it.
+      const int from = o < 0 || graph_.values[o].is_graph_output ? -1 : plan.source[static_cast<size_t>(o)];
+      fixed = fixed && from >= 0 && (source < 0 || from == source);
       source = from;
     }
     for (int v : st.inputs) fixed = fixed && (v == source || settled(v));
-    if (!fixed) continue;
-    plan.fixed[static_cast<size_t>(s)] = true;
-    for (int o : st.outputs) {
-      plan.source[static_cast<size_t>(o)] = source;
-      plan.source_offset[static_cast<size_t>(o)] = rec.view_offset[o];
-    }
+    plan.fixed[static_cast<size_t>(s)] = fixed;
   }
 }
 

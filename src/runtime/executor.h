@@ -53,8 +53,8 @@ class Executor {
     // frozen: their outputs follow from that input's shape alone, so while it keeps the planned
     // shape they are made from `descs` without asking the kernel (a decode step's reshapes).
     std::vector<bool> fixed;                  // per step
-    std::vector<int> source;                  // per value of a fixed step: the value it aliases
-    std::vector<int64_t> source_offset;       // per value of a fixed step: where, in bytes
+    std::vector<int> source;                  // per value: the value it aliases or views, or -1
+    std::vector<int64_t> source_offset;       // per value: where in it, in bytes
     size_t arena_bytes = 0;  // what the plan needs of the executor's arena
     ModeTuner branch_tuner;  // sequential or concurrent branches, for this signature
     // Each op forking its own threads, or one spin team held for the whole run
@@ -72,7 +72,7 @@ class Executor {
   };
 
   ShapePlan build_plan(Recording& rec) const;
-  void mark_fixed_steps(const Recording& rec, ShapePlan& plan) const;
+  void mark_fixed_steps(ShapePlan& plan) const;
   void reserve_arena(size_t bytes);
   void execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler);
   // Runs each branch on its own thread; the plan keeps their buffers apart.

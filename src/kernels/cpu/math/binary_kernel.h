@@ -10,18 +10,24 @@
 
 namespace mminfer::kernels {
 
+// `op` over one run of len outputs, each input read with its stride (1, or 0 for a repeated
+// element): the vector form where the op has one, else the scalar loop.
+template <typename Op, typename T, typename O>
+void run_binary_segment(const Op& op, const T* a, int64_t sa, const T* b, int64_t sb, O* out, int64_t len) {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float> &&
+                requires { op.f32(a, int64_t(0), b, int64_t(0), out, int64_t(0)); }) {
+    op.f32(a, sa, b, sb, out, len);
+  } else {
+    binop::strided_loop([&op](T x, T y) { return static_cast<O>(op(x, y)); }, a, sa, b, sb, out, len);
+  }
+}
+
 // Runs `op` over a broadcast plan: T inputs, O output (bool ops write bytes).
 template <typename Op, typename T, typename O>
 void run_binary_typed(const Op& op, const T* a, const T* b, O* out, const BroadcastPlan<2>& plan) {
   parallel_for(plan.numel, kGrainCheap, [&](int64_t begin, int64_t end) {
     for_each_segment<2>(plan, begin, end, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t len) {
-      if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float> &&
-                    requires { op.f32(a, int64_t(0), b, int64_t(0), out, int64_t(0)); }) {
-        op.f32(a + off[0], plan.inner[0], b + off[1], plan.inner[1], out + o, len);
-      } else {
-        binop::strided_loop([&op](T x, T y) { return static_cast<O>(op(x, y)); }, a + off[0], plan.inner[0],
-                            b + off[1], plan.inner[1], out + o, len);
-      }
+      run_binary_segment(op, a + off[0], plan.inner[0], b + off[1], plan.inner[1], out + o, len);
     });
   });
 }
@@ -31,13 +37,7 @@ void run_binary_typed(const Op& op, const T* a, const T* b, O* out, const Broadc
 template <typename Op, typename T, typename O>
 void run_binary_flat(const Op& op, const T* a, const T* b, O* out, int64_t n) {
   parallel_for(n, kGrainCheap, [&](int64_t begin, int64_t end) {
-    if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float> &&
-                  requires { op.f32(a, int64_t(0), b, int64_t(0), out, int64_t(0)); }) {
-      op.f32(a + begin, 1, b + begin, 1, out + begin, end - begin);
-    } else {
-      binop::strided_loop([&op](T x, T y) { return static_cast<O>(op(x, y)); }, a + begin, 1, b + begin, 1, out + begin,
-                          end - begin);
-    }
+    run_binary_segment(op, a + begin, 1, b + begin, 1, out + begin, end - begin);
   });
 }
 

@@ -56,7 +56,8 @@ class TransposeKernel final : public Kernel {
       layout::transpose(x.raw(), out[0]->raw(), dtype_size(x.dtype()), x.shape(), perm_);
   }
   // The bytes stay in place when the dimensions longer than 1 keep their order ([1, 1, H, D] to
-  // [1, H, 1, D], as a decode step's attention transposes are).
+  // [1, H, 1, D], as a decode step's attention transposes are). perm_ is the one infer, which
+  // the executor calls first, set for this input's rank.
   int view_input(int, const Inputs& in, const std::vector<TensorDesc>&, int64_t* byte_offset) const override {
     const Shape& x = in[0]->shape();
     if (perm_.size() != x.size()) return -1;
