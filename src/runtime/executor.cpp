@@ -26,6 +26,8 @@ Executor::Executor(ir::Graph graph, InterOp inter_op) : graph_(std::move(graph))
     step.inputs = node.inputs;
     step.outputs = node.outputs;
     runs_onednn_ = runs_onednn_ || step.kernel->runs_onednn();
+    step.infers_from_shapes = step.kernel->infers_from_shapes();
+    for (int o : step.outputs) step.infers_from_shapes = step.infers_from_shapes && o >= 0;
     steps_.push_back(std::move(step));
   }
   last_use_.assign(graph_.values.size(), -1);
@@ -228,6 +230,26 @@ void Executor::execute_branches(std::vector<Tensor>& values, const ShapePlan& pl
     if (f) std::rethrow_exception(f);
 }
 
+bool Executor::inputs_as_planned(const Step& st, const ShapePlan& plan, const std::vector<Tensor>& values) const {
+  for (int v : st.inputs) {
+    if (v < 0 || graph_.values[v].is_constant) continue;
+    const Tensor& t = values[v];
+    const TensorDesc& d = plan.descs[static_cast<size_t>(v)];
+    if (t.dtype() != d.dtype || t.shape() != d.shape) return false;
+  }
+  return true;
+}
+
+// Bytes in the arena: a view of them owns nothing.
+bool Executor::in_arena(const Tensor& t) const {
+  const char* base = static_cast<const char*>(arena_.get());
+  return base && t.raw() >= base && t.raw() < base + arena_bytes_;
+}
+
+namespace {
+bool same_view(const Tensor& t, const void* at, const TensorDesc& d) { return t.raw() == at && t.dtype() == d.dtype && t.shape() == d.shape; }
+}  // namespace
+
 void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan* plan, Recording* record,
                         Profiler* profiler, StepScratch& s) {
   char* arena = plan ? static_cast<char*>(arena_.get()) : nullptr;
@@ -237,10 +259,11 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
   std::vector<Tensor>& scratch = s.omitted;
   Step& st = steps_[si];
   const ir::Node& node = graph_.nodes[st.node];
-  // A plan's frozen values stay for the next run of the same shapes.
+  // A plan's frozen values stay for the next run of the same shapes, and so do its views of the
+  // arena: they own nothing, and the next run makes the same ones again (same_view).
   auto release = [&] {
     for (int v : st.release)
-      if (!plan || !plan->is_frozen[static_cast<size_t>(v)]) values[v] = Tensor();
+      if (!plan || !(plan->is_frozen[static_cast<size_t>(v)] || in_arena(values[v]))) values[v] = Tensor();
   };
   if (plan && plan->skip[si]) {
     release();
@@ -252,7 +275,8 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
     if (from.defined() && from.shape() == plan->descs[source].shape && from.dtype() == plan->descs[source].dtype) {
       char* bytes = static_cast<char*>(const_cast<void*>(from.raw()));
       for (int o : st.outputs)
-        values[o] = Tensor::alias(from, plan->descs[o].dtype, plan->descs[o].shape, bytes + plan->source_offset[o]);
+        if (!same_view(values[o], bytes + plan->source_offset[o], plan->descs[o]))
+          values[o] = Tensor::alias(from, plan->descs[o].dtype, plan->descs[o].shape, bytes + plan->source_offset[o]);
       release();
       return;
     }
@@ -272,11 +296,15 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
       for (Tensor* t : out) *t = Tensor();
       st.kernel->run(in, out);
     } else {
-      descs.assign(st.outputs.size(), TensorDesc{});
-      st.kernel->infer(in, descs);
+      // Inputs of the planned shapes give the planned outputs, where the kernel says so.
+      const bool as_planned = plan && st.infers_from_shapes && inputs_as_planned(st, *plan, values);
+      if (!as_planned) {
+        descs.assign(st.outputs.size(), TensorDesc{});
+        st.kernel->infer(in, descs);
+      }
       aliased_only = true;
       for (size_t i = 0; i < st.outputs.size(); ++i) {
-        const TensorDesc& d = descs[i];
+        const TensorDesc& d = as_planned ? plan->descs[static_cast<size_t>(st.outputs[i])] : descs[i];
         int o = st.outputs[i];
         int a = st.kernel->alias_input(static_cast<int>(i));
         const size_t bytes = static_cast<size_t>(shape_numel(d.shape)) * dtype_size(d.dtype);
@@ -304,7 +332,7 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
         }
         aliased_only = false;
         if (o >= 0 && plan && plan->offset[o] >= 0 && plan->descs[o].dtype == d.dtype && plan->descs[o].shape == d.shape) {
-          *out[i] = Tensor::view(d.dtype, d.shape, arena + plan->offset[o]);
+          if (!same_view(*out[i], arena + plan->offset[o], d)) *out[i] = Tensor::view(d.dtype, d.shape, arena + plan->offset[o]);
         } else {
           *out[i] = Tensor::empty(d.dtype, d.shape);
         }

@@ -30,6 +30,7 @@ class Executor {
     std::unique_ptr<kernels::Kernel> kernel;
     std::vector<int> inputs, outputs;
     std::vector<int> release;  // values whose last reader is this step
+    bool infers_from_shapes = false;  // Kernel::infers_from_shapes, and no output omitted
   };
   // What the first run for a shape signature saw.
   struct Recording {
@@ -77,6 +78,8 @@ class Executor {
   void execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler);
   // Runs each branch on its own thread; the plan keeps their buffers apart.
   void execute_branches(std::vector<Tensor>& values, const ShapePlan& plan);
+  bool inputs_as_planned(const Step& st, const ShapePlan& plan, const std::vector<Tensor>& values) const;
+  bool in_arena(const Tensor& t) const;
   void run_step(size_t si, std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler,
                 StepScratch& s);
 

@@ -55,6 +55,10 @@ class Kernel {
                          int64_t* /*byte_offset*/) const {
     return -1;
   }
+  // True when infer's outputs follow from the inputs' dtypes and shapes alone and infer keeps
+  // nothing for run: a planned run whose inputs have the planned shapes then takes the planned
+  // outputs instead of asking again (a decode step's ~200 small ops).
+  virtual bool infers_from_shapes() const { return false; }
   // True when output shapes depend on input values (NonZero): infer is not called and
   // run allocates the outputs itself (out tensors arrive undefined).
   virtual bool outputs_need_run() const { return false; }

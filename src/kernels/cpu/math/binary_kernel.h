@@ -70,6 +70,7 @@ class BinaryKernel : public Kernel {
     out[0] = {Op::kBoolOut ? DType::kBool : a.dtype(), os};
   }
 
+  bool infers_from_shapes() const override { return true; }
   int inplace_input(int) const override { return Op::kBoolOut ? -1 : 0; }
 
   void run(const Inputs& in, Outputs& out) override {

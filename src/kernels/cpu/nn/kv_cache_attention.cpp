@@ -44,6 +44,9 @@ class KvCacheAttentionKernel final : public Kernel {
     out[0] = {DType::kFloat32, {d.B, d.Hq, d.S, d.Dv}};
   }
 
+  // check() reads shapes and dtypes only; the lengths are read by run.
+  bool infers_from_shapes() const override { return true; }
+
   void run(const Inputs& in, Outputs& out) override {
     Dims d = check(in);
     const Tensor& lengths_t = *in[5];

@@ -39,6 +39,7 @@ class RmsNormKernel final : public Kernel {
     for (size_t o = 1; o < out.size(); ++o) out[o] = {DType::kFloat32, stat_shape};
   }
 
+  bool infers_from_shapes() const override { return true; }
   void run(const Inputs& in, Outputs& out) override {
     const Tensor& x = *in[0];
     int64_t axis = axis_of(x);

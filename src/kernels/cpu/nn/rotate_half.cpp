@@ -86,6 +86,7 @@ class RotateHalfKernel final : public Kernel {
     out[0] = {x.dtype(), x.shape()};
   }
 
+  bool infers_from_shapes() const override { return true; }
   void run(const Inputs& in, Outputs& out) override {
     const Tensor& x = *in[0];
     if (x.numel() == 0) return;

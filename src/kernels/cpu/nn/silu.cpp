@@ -23,6 +23,7 @@ class SiluKernel final : public Kernel {
     out[0] = {x.dtype(), x.shape()};
   }
 
+  bool infers_from_shapes() const override { return true; }
   // Each element is read before its own output is written.
   int inplace_input(int) const override { return 0; }
 

@@ -66,6 +66,7 @@ class MatMulNBitsKernel : public Kernel {
       matmul_nbits_reference(w, a, M, b, out[0]->data<float>());
   }
 
+  bool infers_from_shapes() const override { return true; }
  private:
   [[noreturn]] void bad(const std::string& what) const { fail("MatMulNBits '" + name_ + "': " + what); }
 

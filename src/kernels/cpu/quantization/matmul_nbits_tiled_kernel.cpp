@@ -45,6 +45,7 @@ class MatMulNBitsTiledKernel : public Kernel {
     matmul_nbits_tiled(t, in[0]->data<float>(), M, bias ? bias->data<float>() : nullptr, out[0]->data<float>());
   }
 
+  bool infers_from_shapes() const override { return true; }
  private:
   [[noreturn]] void bad(const std::string& what) const { fail("MatMulNBitsTiled '" + name_ + "': " + what); }
 
