@@ -230,13 +230,14 @@ void Executor::execute_branches(std::vector<Tensor>& values, const ShapePlan& pl
     if (f) std::rethrow_exception(f);
 }
 
+namespace {
+bool has_desc(const Tensor& t, const TensorDesc& d) { return t.dtype() == d.dtype && t.shape() == d.shape; }
+bool same_view(const Tensor& t, const void* at, const TensorDesc& d) { return t.raw() == at && has_desc(t, d); }
+}  // namespace
+
 bool Executor::inputs_as_planned(const Step& st, const ShapePlan& plan, const std::vector<Tensor>& values) const {
-  for (int v : st.inputs) {
-    if (v < 0 || graph_.values[v].is_constant) continue;
-    const Tensor& t = values[v];
-    const TensorDesc& d = plan.descs[static_cast<size_t>(v)];
-    if (t.dtype() != d.dtype || t.shape() != d.shape) return false;
-  }
+  for (int v : st.inputs)
+    if (v >= 0 && !graph_.values[v].is_constant && !has_desc(values[v], plan.descs[static_cast<size_t>(v)])) return false;
   return true;
 }
 
@@ -245,10 +246,6 @@ bool Executor::in_arena(const Tensor& t) const {
   const char* base = static_cast<const char*>(arena_.get());
   return base && t.raw() >= base && t.raw() < base + arena_bytes_;
 }
-
-namespace {
-bool same_view(const Tensor& t, const void* at, const TensorDesc& d) { return t.raw() == at && t.dtype() == d.dtype && t.shape() == d.shape; }
-}  // namespace
 
 void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan* plan, Recording* record,
                         Profiler* profiler, StepScratch& s) {
@@ -272,7 +269,7 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
   if (plan && plan->fixed[si] && !profiler) {
     const int source = plan->source[static_cast<size_t>(st.outputs[0])];
     const Tensor& from = values[source];
-    if (from.defined() && from.shape() == plan->descs[source].shape && from.dtype() == plan->descs[source].dtype) {
+    if (from.defined() && has_desc(from, plan->descs[source])) {
       char* bytes = static_cast<char*>(const_cast<void*>(from.raw()));
       for (int o : st.outputs)
         if (!same_view(values[o], bytes + plan->source_offset[o], plan->descs[o]))
@@ -331,7 +328,7 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
           continue;
         }
         aliased_only = false;
-        if (o >= 0 && plan && plan->offset[o] >= 0 && plan->descs[o].dtype == d.dtype && plan->descs[o].shape == d.shape) {
+        if (o >= 0 && plan && plan->offset[o] >= 0 && (as_planned || (plan->descs[o].dtype == d.dtype && plan->descs[o].shape == d.shape))) {
           if (!same_view(*out[i], arena + plan->offset[o], d)) *out[i] = Tensor::view(d.dtype, d.shape, arena + plan->offset[o]);
         } else {
           *out[i] = Tensor::empty(d.dtype, d.shape);
