@@ -51,6 +51,11 @@ Executor::Executor(ir::Graph graph, InterOp inter_op) : graph_(std::move(graph))
     else
       computed_.push_back(static_cast<int>(v));
   }
+  // values_ keeps its size from here on, so these slots stay valid.
+  for (Step& st : steps_) {
+    for (int v : st.inputs) st.slot_in.push_back(v >= 0 ? &values_[static_cast<size_t>(v)] : nullptr);
+    for (int o : st.outputs) st.slot_out.push_back(o >= 0 ? &values_[static_cast<size_t>(o)] : nullptr);
+  }
 }
 
 Executor::~Executor() = default;
@@ -144,6 +149,7 @@ Executor::ShapePlan Executor::build_plan(Recording& rec) const {
   // In-place outputs share the offset of the buffer they overwrite.
   for (size_t v = 0; v < n; ++v)
     if (request_of[v] >= 0 && root[v] != static_cast<int>(v)) plan.offset[v] = static_cast<int64_t>(mp.offsets[request_of[v]]);
+  mark_direct_steps(plan);
   return plan;
 }
 
@@ -163,6 +169,33 @@ void Executor::mark_fixed_steps(ShapePlan& plan) const {
     }
     for (int v : st.inputs) fixed = fixed && (v == source || settled(v));
     plan.fixed[static_cast<size_t>(s)] = fixed;
+  }
+}
+
+void Executor::mark_direct_steps(ShapePlan& plan) const {
+  plan.direct.assign(steps_.size(), false);
+  // Values whose bytes lie at one address on every run of the plan and stay in place between
+  // runs: frozen values, the arena's buffers and views of them. (A view of a constant is
+  // released by its last reader, so a step that makes one runs every time.)
+  std::vector<bool> placed(graph_.values.size(), false);
+  for (size_t v = 0; v < placed.size(); ++v) placed[v] = plan.is_frozen[v];
+  for (int s : plan.active) {
+    const Step& st = steps_[static_cast<size_t>(s)];
+    if (st.kernel->outputs_need_run()) continue;
+    const bool fixed = plan.fixed[static_cast<size_t>(s)];
+    bool direct = !st.outputs.empty() && (fixed || st.infers_from_shapes);
+    for (size_t i = 0; i < st.outputs.size(); ++i) {
+      const int o = st.outputs[i];
+      // Any step places an output the plan gives an arena buffer there while its shape is the
+      // planned one, which a steady run checks after each step that is not direct.
+      const bool in_buffer = o >= 0 && plan.offset[static_cast<size_t>(o)] >= 0 && !plan.viewed[static_cast<size_t>(o)] &&
+                             st.kernel->alias_input(static_cast<int>(i)) < 0;
+      direct = direct && (fixed ? placed[static_cast<size_t>(plan.source[static_cast<size_t>(o)])] : in_buffer);
+      if (o >= 0) placed[static_cast<size_t>(o)] = in_buffer;
+    }
+    if (fixed && direct)
+      for (int o : st.outputs) placed[static_cast<size_t>(o)] = true;
+    plan.direct[static_cast<size_t>(s)] = direct;
   }
 }
 
@@ -204,13 +237,50 @@ Setting spin_team_setting() {
 }
 }  // namespace
 
+namespace {
+bool has_desc(const Tensor& t, const TensorDesc& d) { return t.dtype() == d.dtype && t.shape() == d.shape; }
+bool same_view(const Tensor& t, const void* at, const TensorDesc& d) { return t.raw() == at && has_desc(t, d); }
+std::string node_error(const ir::Graph& graph, const ir::Node& node, const std::string& what) {
+  return "node '" + graph.label(node) + "' (" + node.op_type + "): " + what;
+}
+}  // namespace
+
 // With a plan, values must already hold its frozen values (run() sees to it).
-void Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler) {
+bool Executor::execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler) {
+  if (plan && plan == steady_ && !record && !profiler) return execute_steady(values, *plan);
   StepScratch scratch;
   if (plan)
     for (int si : plan->active) run_step(static_cast<size_t>(si), values, plan, record, profiler, scratch);
   else
     for (size_t si = 0; si < steps_.size(); ++si) run_step(si, values, plan, record, profiler, scratch);
+  return false;
+}
+
+// The last run of this plan left every direct step's outputs where the plan puts them, and the
+// values feeding them keep the planned shapes as long as each other step's outputs do: direct
+// steps run on their slots with no check at all. The first other step whose outputs leave the
+// plan (a shape the data decided) sends the rest of the run through run_step.
+bool Executor::execute_steady(std::vector<Tensor>& values, const ShapePlan& plan) {
+  StepScratch scratch;
+  bool on_plan = true;
+  for (int si : plan.active) {
+    Step& st = steps_[static_cast<size_t>(si)];
+    if (on_plan && plan.direct[static_cast<size_t>(si)]) {
+      if (plan.fixed[static_cast<size_t>(si)]) continue;  // its views are still in place
+      try {
+        st.kernel->run(st.slot_in, st.slot_out);
+      } catch (const Error& e) {
+        throw Error(node_error(graph_, graph_.nodes[st.node], e.what()));
+      } catch (const std::bad_alloc&) {
+        throw Error(node_error(graph_, graph_.nodes[st.node], "out of memory"));
+      }
+      release_after(st, values, &plan);
+      continue;
+    }
+    run_step(static_cast<size_t>(si), values, &plan, nullptr, nullptr, scratch);
+    for (int o : st.outputs) on_plan = on_plan && (o < 0 || has_desc(values[o], plan.descs[static_cast<size_t>(o)]));
+  }
+  return on_plan;
 }
 
 void Executor::execute_branches(std::vector<Tensor>& values, const ShapePlan& plan) {
@@ -230,10 +300,27 @@ void Executor::execute_branches(std::vector<Tensor>& values, const ShapePlan& pl
     if (f) std::rethrow_exception(f);
 }
 
-namespace {
-bool has_desc(const Tensor& t, const TensorDesc& d) { return t.dtype() == d.dtype && t.shape() == d.shape; }
-bool same_view(const Tensor& t, const void* at, const TensorDesc& d) { return t.raw() == at && has_desc(t, d); }
-}  // namespace
+bool Executor::left_as_planned(const ShapePlan& plan, const std::vector<Tensor>& values) const {
+  const char* arena = static_cast<const char*>(arena_.get());
+  for (int s : plan.active) {
+    if (!plan.direct[static_cast<size_t>(s)]) continue;
+    const bool fixed = plan.fixed[static_cast<size_t>(s)];
+    for (int o : steps_[static_cast<size_t>(s)].outputs) {
+      const size_t v = static_cast<size_t>(o);
+      const char* at = fixed ? static_cast<const char*>(values[static_cast<size_t>(plan.source[v])].raw()) + plan.source_offset[v]
+                             : arena + plan.offset[v];
+      if (!same_view(values[v], at, plan.descs[v])) return false;
+    }
+  }
+  return true;
+}
+
+// A plan's frozen values stay for the next run of the same shapes, and so do its views of the
+// arena: they own nothing, and the next run makes the same ones again (same_view).
+void Executor::release_after(const Step& st, std::vector<Tensor>& values, const ShapePlan* plan) const {
+  for (int v : st.release)
+    if (!plan || !(plan->is_frozen[static_cast<size_t>(v)] || in_arena(values[v]))) values[v] = Tensor();
+}
 
 bool Executor::inputs_as_planned(const Step& st, const ShapePlan& plan, const std::vector<Tensor>& values) const {
   for (int v : st.inputs)
@@ -256,12 +343,7 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
   std::vector<Tensor>& scratch = s.omitted;
   Step& st = steps_[si];
   const ir::Node& node = graph_.nodes[st.node];
-  // A plan's frozen values stay for the next run of the same shapes, and so do its views of the
-  // arena: they own nothing, and the next run makes the same ones again (same_view).
-  auto release = [&] {
-    for (int v : st.release)
-      if (!plan || !(plan->is_frozen[static_cast<size_t>(v)] || in_arena(values[v]))) values[v] = Tensor();
-  };
+  auto release = [&] { release_after(st, values, plan); };
   if (plan && plan->skip[si]) {
     release();
     return;
@@ -337,9 +419,9 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
       if (!aliased_only) st.kernel->run(in, out);
     }
   } catch (const Error& e) {
-    throw Error("node '" + graph_.label(node) + "' (" + node.op_type + "): " + e.what());
+    throw Error(node_error(graph_, node, e.what()));
   } catch (const std::bad_alloc&) {
-    throw Error("node '" + graph_.label(node) + "' (" + node.op_type + "): out of memory");
+    throw Error(node_error(graph_, node, "out of memory"));
   }
   if (profiler) {
     TraceEvent e;
@@ -392,7 +474,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
   const ShapePlan* plan_now = it == plans_.end() ? nullptr : it->second.get();
   if (!plan_now || plan_now != resident_) {
     for (int v : computed_) values[v] = Tensor();
-    resident_ = nullptr;
+    resident_ = steady_ = nullptr;
   }
   for (size_t i = 0; i < inputs.size(); ++i) values[graph_.inputs[i]] = inputs[i];
   // What a run leaves behind: its plan's frozen values stay resident, everything else goes.
@@ -438,18 +520,21 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, Profiler* p
     bool team = spin_team_setting() == Setting::kAuto ? team_timed && plan.team_tuner.use_alternative()
                                                       : team_trial && spin_team_setting() == Setting::kOn;
     auto t0 = std::chrono::steady_clock::now();
+    bool stayed_steady = false;
     try {
       if (concurrent)
         execute_branches(values, plan);
       else if (team)
-        run_with_spin_team(num_threads(), [&] { execute(values, &plan, nullptr, nullptr); });
+        run_with_spin_team(num_threads(), [&] { stayed_steady = execute(values, &plan, nullptr, nullptr); });
       else
-        execute(values, &plan, nullptr, profiler);
+        stayed_steady = execute(values, &plan, nullptr, profiler);
     } catch (...) {
-      resident_ = nullptr;  // a failed run's values are released in full
+      resident_ = steady_ = nullptr;  // a failed run's values are released in full
       clear_run();
       throw;
     }
+    // Branch and profiled runs take the checked path every time.
+    steady_ = !concurrent && !profiler && (stayed_steady || left_as_planned(plan, values)) ? &plan : nullptr;
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (branches && inter_op_ == InterOp::kAuto && !plan.branch_tuner.decided()) plan.branch_tuner.record(concurrent, ms);
     else if (team_timed && !plan.team_tuner.decided()) plan.team_tuner.record(team, ms);

@@ -31,6 +31,9 @@ class Executor {
     std::vector<int> inputs, outputs;
     std::vector<int> release;  // values whose last reader is this step
     bool infers_from_shapes = false;  // Kernel::infers_from_shapes, and no output omitted
+    // The step's inputs and outputs as slots of values_, for runs that skip every check.
+    kernels::Inputs slot_in;
+    kernels::Outputs slot_out;
   };
   // What the first run for a shape signature saw.
   struct Recording {
@@ -56,6 +59,10 @@ class Executor {
     std::vector<bool> fixed;                  // per step
     std::vector<int> source;                  // per value: the value it aliases or views, or -1
     std::vector<int64_t> source_offset;       // per value: where in it, in bytes
+    // Steps a steady run takes without checks (mark_direct_steps): fixed steps over bytes at a
+    // fixed address, skipped since their views are still in place, and kernels that infer from
+    // shapes writing only to their planned arena buffers, run on their slots.
+    std::vector<bool> direct;                 // per step
     size_t arena_bytes = 0;  // what the plan needs of the executor's arena
     ModeTuner branch_tuner;  // sequential or concurrent branches, for this signature
     // Each op forking its own threads, or one spin team held for the whole run
@@ -74,8 +81,15 @@ class Executor {
 
   ShapePlan build_plan(Recording& rec) const;
   void mark_fixed_steps(ShapePlan& plan) const;
+  void mark_direct_steps(ShapePlan& plan) const;
+  // Whether every direct step's outputs are the views the plan places: then the next run of the
+  // plan may be a steady one.
+  bool left_as_planned(const ShapePlan& plan, const std::vector<Tensor>& values) const;
   void reserve_arena(size_t bytes);
-  void execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler);
+  // Returns false when a planned run left some value off its plan (a shape the data decided).
+  bool execute(std::vector<Tensor>& values, const ShapePlan* plan, Recording* record, Profiler* profiler);
+  bool execute_steady(std::vector<Tensor>& values, const ShapePlan& plan);
+  void release_after(const Step& st, std::vector<Tensor>& values, const ShapePlan* plan) const;
   // Runs each branch on its own thread; the plan keeps their buffers apart.
   void execute_branches(std::vector<Tensor>& values, const ShapePlan& plan);
   bool inputs_as_planned(const Step& st, const ShapePlan& plan, const std::vector<Tensor>& values) const;
@@ -94,6 +108,9 @@ class Executor {
   // The plan whose frozen values values_ still holds from the last run: a run of the same
   // shapes (every decode step) neither copies nor releases them again.
   const ShapePlan* resident_ = nullptr;
+  // The resident plan, when its last run left every direct step's outputs in place: its next
+  // run is steady, taking direct steps without a check (a decode step's ~230 steps).
+  const ShapePlan* steady_ = nullptr;
   // One arena for every plan, as large as the largest: runs of one executor never overlap and
   // graph outputs never live in it, so plans for many shapes cost offsets, not memory.
   std::shared_ptr<void> arena_;
