@@ -15,28 +15,35 @@ namespace mminfer {
 
 namespace {
 
+// A handover between cores costs a cache line's trip each way, ~0.1-0.2 us, and a decode step
+// posts ~65 jobs: so a job and its generation share one line (a helper that sees the new
+// generation has the job with it), and each helper reports on a line of its own that the leader
+// reads (not a shared counter that both sides write).
 struct Team {
   int size = 1;
   // The job: written by the leader before it bumps `generation`, read by every helper after.
-  void (*call)(void*, int64_t, int64_t) = nullptr;
-  void* ctx = nullptr;
-  int64_t n = 0, chunks = 0;
-  int64_t leader_items = 0;  // the leader's chunk is the last leader_items items
-  uint64_t start = 0;        // when the job was posted (TSC)
+  struct alignas(64) Job {
+    std::atomic<uint64_t> generation{0};
+    void (*call)(void*, int64_t, int64_t) = nullptr;
+    void* ctx = nullptr;
+    int64_t n = 0, chunks = 0;
+    int64_t leader_items = 0;  // the leader's chunk is the last leader_items items
+    uint64_t start = 0;        // when the job was posted (TSC)
+  } job;
   // The leader's share of a job, learned from how fast each side got through its part: the two
   // threads of a shared host do not run at one speed (on a loaded one the leader took 25% longer
   // than its helper over equal halves), and a helper starts a cache transfer or two late.
   double leader_share = 0;
   struct alignas(64) Finish {
-    std::atomic<uint64_t> at{0};  // when this helper finished its chunk of the current job
+    std::atomic<uint64_t> done{0};  // the last generation this helper acknowledged
+    uint64_t at = 0;                // when it finished its chunk of that job (TSC)
   };
   std::unique_ptr<Finish[]> finish;
-  alignas(64) std::atomic<uint64_t> generation{0};
-  alignas(64) std::atomic<int> pending{0};  // helpers yet to finish the current job
-  std::atomic<bool> stop{false};
+  alignas(64) std::atomic<bool> stop{false};
   std::mutex error_mutex;
   std::exception_ptr error;  // the first chunk that threw
 };
+static_assert(sizeof(Team::Job) == 64, "a job fits the line its generation is on");
 
 thread_local Team* t_team = nullptr;  // set on the leader between jobs only
 // The share a leader thread learned in its last team, kept for its next (one per decode step).
@@ -61,10 +68,11 @@ class Backoff {
 
 void run_chunk(Team& t, int64_t c) {
   // The helpers split what the leader leaves evenly; the leader takes the rest.
-  const int64_t rest = t.n - t.leader_items, helpers = t.chunks - 1;
-  const int64_t begin = c < helpers ? rest * c / helpers : rest, end = c < helpers ? rest * (c + 1) / helpers : t.n;
+  const Team::Job& j = t.job;
+  const int64_t rest = j.n - j.leader_items, helpers = j.chunks - 1;
+  const int64_t begin = c < helpers ? rest * c / helpers : rest, end = c < helpers ? rest * (c + 1) / helpers : j.n;
   try {
-    t.call(t.ctx, begin, end);
+    j.call(j.ctx, begin, end);
   } catch (...) {
     std::lock_guard<std::mutex> lock(t.error_mutex);
     if (!t.error) t.error = std::current_exception();
@@ -75,16 +83,17 @@ void helper_loop(Team& t, int id) {
   uint64_t seen = 0;
   Backoff backoff;
   for (;;) {
-    const uint64_t g = t.generation.load(std::memory_order_acquire);
+    const uint64_t g = t.job.generation.load(std::memory_order_acquire);
     if (g != seen) {
       seen = g;
-      if (id < t.chunks) {  // helpers 1..chunks-1 take chunks 0..chunks-2
+      Team::Finish& mine = t.finish[id];
+      if (id < t.job.chunks) {  // helpers 1..chunks-1 take chunks 0..chunks-2
         run_chunk(t, id - 1);
-        t.finish[id].at.store(__rdtsc(), std::memory_order_relaxed);
+        mine.at = __rdtsc();
       }
       // Every helper acknowledges every job, taking part or not, so the leader never rewrites
       // the job while one of them may still be reading it.
-      t.pending.fetch_sub(1, std::memory_order_release);
+      mine.done.store(g, std::memory_order_release);
       backoff.reset();
       continue;
     }
@@ -140,27 +149,29 @@ int spin_team_size() { return t_team ? t_team->size : 1; }
 
 void spin_team_dispatch(int64_t n, int64_t chunks, void (*call)(void*, int64_t, int64_t), void* ctx) {
   Team& t = *t_team;
-  t.call = call, t.ctx = ctx, t.n = n, t.chunks = chunks;
+  Team::Job& j = t.job;
+  j.call = call, j.ctx = ctx, j.n = n, j.chunks = chunks;
   // The leader's part by its learned share, leaving each helper at least one item.
   const double share = chunks == t.size ? t.leader_share : 1.0 / static_cast<double>(chunks);
-  t.leader_items = std::clamp<int64_t>(std::llround(share * static_cast<double>(n)), 1, n - (chunks - 1));
-  t.pending.store(t.size - 1, std::memory_order_relaxed);
-  t.start = __rdtsc();
-  t.generation.fetch_add(1, std::memory_order_release);
+  j.leader_items = std::clamp<int64_t>(std::llround(share * static_cast<double>(n)), 1, n - (chunks - 1));
+  j.start = __rdtsc();
+  const uint64_t g = j.generation.load(std::memory_order_relaxed) + 1;
+  j.generation.store(g, std::memory_order_release);
   t_team = nullptr;  // parallel_for inside it runs inline, as it does in the helpers
   run_chunk(t, chunks - 1);
   const uint64_t leader_done = __rdtsc();
   t_team = &t;
-  for (Backoff backoff; t.pending.load(std::memory_order_acquire) != 0;) backoff.wait();
+  uint64_t helpers_done = 0;
+  for (int h = 1; h < t.size; ++h) {
+    for (Backoff backoff; t.finish[h].done.load(std::memory_order_acquire) != g;) backoff.wait();
+    if (h < chunks) helpers_done = std::max(helpers_done, t.finish[h].at);
+  }
   // Each side's pace, items per tick from the post (helpers start late by the handover), moves
   // the share a fifth of the way to the one that would have let both finish together. Jobs of
   // few items say little: their split is too coarse to follow the share.
-  if (chunks == t.size && n >= 8) {
-    uint64_t helpers_done = 0;
-    for (int h = 1; h < t.size; ++h) helpers_done = std::max(helpers_done, t.finish[h].at.load(std::memory_order_relaxed));
-    t.leader_share = next_leader_share(t.leader_share, t.size, t.leader_items, n, static_cast<double>(leader_done - t.start),
-                                       static_cast<double>(helpers_done - t.start));
-  }
+  if (chunks == t.size && n >= 8)
+    t.leader_share = next_leader_share(t.leader_share, t.size, j.leader_items, n, static_cast<double>(leader_done - j.start),
+                                       static_cast<double>(helpers_done - j.start));
   if (t.error) {
     std::exception_ptr e = t.error;
     t.error = nullptr;
