@@ -8,7 +8,7 @@
 // Build (after building the engine in build/):
 //   g++ -O2 -std=c++20 -march=x86-64-v3 -fopenmp -Iinclude -Isrc bench/membw.cpp \
 //       build/libmminfer_engine.a -ldnnl -lpthread -o out/bench/membw
-//   out/bench/membw [RUNS]
+//   out/bench/membw [RUNS] [--dram-only]   (--dram-only: the bandwidth line and its JSON alone)
 #include <immintrin.h>
 #include <omp.h>
 
@@ -128,6 +128,10 @@ int main(int argc, char** argv) {
   std::vector<float> buf(static_cast<size_t>(512) << 20 >> 2, 1.f);  // 512 MiB
   const double bw1 = read_bandwidth(buf, 1, runs), bw2 = read_bandwidth(buf, 2, runs);
   std::printf("DRAM read, 512 MiB streamed: 1 thread %.1f GB/s, 2 threads %.1f GB/s (median of %d)\n", bw1, bw2, runs);
+  if (argc > 2 && std::string(argv[2]) == "--dram-only") {
+    std::printf("{\"dram_gbps_1t\": %f, \"dram_gbps_2t\": %f}\n", bw1, bw2);
+    return 0;
+  }
   std::printf("MatMulNBits GEMV path: %s\n", cpu_features().avx512f ? "avx512" : "avx2");
   std::string json = "{\"dram_gbps_1t\": " + std::to_string(bw1) + ", \"dram_gbps_2t\": " + std::to_string(bw2) + ", \"gemv\": [";
   bool first = true;
