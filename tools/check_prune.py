@@ -195,6 +195,23 @@ def trace_matmul_flops(trace):
     return total
 
 
+def trace_compute_flops(trace):
+    """MatMul and Conv FLOPs in a profile: the MatMuls as trace_matmul_flops counts them, plus
+    2 x each Conv's output size x its weight's size per output channel (a ViT's patch embedding,
+    which token merging leaves as it is)."""
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    total = trace_matmul_flops(trace)
+    for e in events:
+        a = e.get("args", {})
+        if a.get("op_type") != "Conv":
+            continue
+        ins, _, out = a["shapes"].partition("->")
+        weight = [int(x) for x in ins.split(",")[1].strip().split("x")]
+        total += 2 * int(np.prod([int(x) for x in out.strip().split("x")])) * int(np.prod(weight[1:]))
+    return total
+
+
 def matmul_flops(mminfer, path, files, work):
     """MatMul FLOPs of one run at the shapes really executed: a profile of mminfer at opt-level 0,
     where each MatMul of the file is one event."""
