@@ -180,36 +180,29 @@ def activations(node, src, names, samples, work):
     return {n: np.concatenate(v) for n, v in rows.items()}
 
 
-def trace_matmul_flops(trace):
-    """MatMul FLOPs in a profile: 2 x the output's size x the shared dimension, per event."""
+def trace_shapes(trace, op_type):
+    """(input shapes, output shape) of each `op_type` event in a profile, as lists of ints."""
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
-    total = 0
     for e in events:
         a = e.get("args", {})
-        if a.get("op_type") != "MatMul":
+        if a.get("op_type") != op_type:
             continue
         ins, _, out = a["shapes"].partition("->")
-        first = [int(x) for x in ins.split(",")[0].strip().split("x")]
-        total += 2 * int(np.prod([int(x) for x in out.strip().split("x")])) * first[-1]
-    return total
+        yield ([[int(x) for x in i.strip().split("x")] for i in ins.split(",")], [int(x) for x in out.strip().split("x")])
+
+
+def trace_matmul_flops(trace):
+    """MatMul FLOPs in a profile: 2 x the output's size x the shared dimension, per event."""
+    return sum(2 * int(np.prod(out)) * ins[0][-1] for ins, out in trace_shapes(trace, "MatMul"))
 
 
 def trace_compute_flops(trace):
     """MatMul and Conv FLOPs in a profile: the MatMuls as trace_matmul_flops counts them, plus
     2 x each Conv's output size x its weight's size per output channel (a ViT's patch embedding,
     which token merging leaves as it is)."""
-    with open(trace) as f:
-        events = json.load(f)["traceEvents"]
-    total = trace_matmul_flops(trace)
-    for e in events:
-        a = e.get("args", {})
-        if a.get("op_type") != "Conv":
-            continue
-        ins, _, out = a["shapes"].partition("->")
-        weight = [int(x) for x in ins.split(",")[1].strip().split("x")]
-        total += 2 * int(np.prod([int(x) for x in out.strip().split("x")])) * int(np.prod(weight[1:]))
-    return total
+    convs = sum(2 * int(np.prod(out)) * int(np.prod(ins[1][1:])) for ins, out in trace_shapes(trace, "Conv"))
+    return trace_matmul_flops(trace) + convs
 
 
 def matmul_flops(mminfer, path, files, work):
