@@ -238,6 +238,7 @@ Setting spin_team_setting() {
 }  // namespace
 
 namespace {
+bool same_desc(const TensorDesc& a, const TensorDesc& b) { return a.dtype == b.dtype && a.shape == b.shape; }
 bool has_desc(const Tensor& t, const TensorDesc& d) { return t.dtype() == d.dtype && t.shape() == d.shape; }
 bool same_view(const Tensor& t, const void* at, const TensorDesc& d) { return t.raw() == at && has_desc(t, d); }
 std::string node_error(const ir::Graph& graph, const ir::Node& node, const std::string& what) {
@@ -410,7 +411,7 @@ void Executor::run_step(size_t si, std::vector<Tensor>& values, const ShapePlan*
           continue;
         }
         aliased_only = false;
-        if (o >= 0 && plan && plan->offset[o] >= 0 && (as_planned || (plan->descs[o].dtype == d.dtype && plan->descs[o].shape == d.shape))) {
+        if (o >= 0 && plan && plan->offset[o] >= 0 && (as_planned || same_desc(plan->descs[o], d))) {
           if (!same_view(*out[i], arena + plan->offset[o], d)) *out[i] = Tensor::view(d.dtype, d.shape, arena + plan->offset[o]);
         } else {
           *out[i] = Tensor::empty(d.dtype, d.shape);
