@@ -29,6 +29,9 @@ struct SessionOptions {
   // passes drop the work only the others needed (a pooled embedding without the hidden states it
   // was selected from, say). A name the model does not output fails the load.
   std::vector<std::string> outputs;
+  // Outputs left out, with the work only they needed, where the model has them (a decoder's draft
+  // heads when no loop reads their guesses, say); names the model lacks are ignored.
+  std::vector<std::string> drop_outputs;
   // ViT-style encoders: tokens merged after each block's attention (ToMe-style, the most similar
   // pairs by the cosine of the block's attention input; the class token never merges), so the
   // block's MLP and later layers run on fewer.

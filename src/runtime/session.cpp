@@ -44,6 +44,13 @@ bool same_file(const std::string& a, const std::string& b) {
   return !ec1 && !ec2 && ca == cb;
 }
 
+void drop_outputs(ir::Graph& g, const std::vector<std::string>& names) {
+  std::vector<std::string> kept;
+  for (int v : g.outputs)
+    if (std::find(names.begin(), names.end(), g.values[v].name) == names.end()) kept.push_back(g.values[v].name);
+  if (kept.size() < g.outputs.size()) ir::keep_outputs(g, kept);
+}
+
 class SessionImpl final : public Session {
  public:
   SessionImpl(onnx_io::LoadedModel model, const SessionOptions& options, const std::string& path)
@@ -51,6 +58,7 @@ class SessionImpl final : public Session {
     ThreadScope threads(options.threads);  // kernels may size their packing by the thread count
     ir::Graph& g = model.graph;
     if (!options.outputs.empty()) ir::keep_outputs(g, options.outputs);
+    if (!options.drop_outputs.empty()) drop_outputs(g, options.drop_outputs);
     for (int v : g.inputs) inputs_.push_back(info_of(g.values[v]));
     for (int v : g.outputs) outputs_.push_back(info_of(g.values[v]));
     // Observed values become extra outputs (after the model's own), which run() hands to the observer.

@@ -327,5 +327,30 @@ TEST(SessionOutputs, OnlyThoseAskedForAndClearErrorsOtherwise) {
   expect_error(st, "output 'd' is asked for twice");
 }
 
+// SessionOptions::drop_outputs: the named outputs (and the work only they need) are left out;
+// names the model lacks are ignored.
+TEST(SessionOutputs, DroppedOnesAreLeftOutAndAbsentNamesIgnored) {
+  onnx::ModelProto m = add_model();
+  auto* g = m.mutable_graph();
+  add_node(g, "Relu", {"c"}, {"d"}, "relu");
+  add_value_info(g->add_output(), "d", onnx::TensorProto::FLOAT, {-1, -1});
+  auto load = [&](std::vector<std::string> drop, std::unique_ptr<Session>* s) {
+    SessionOptions opts;
+    opts.threads = 2;
+    opts.drop_outputs = std::move(drop);
+    return Session::load_from_bytes(serialize(m), ".", opts, s);
+  };
+  std::unique_ptr<Session> s;
+  ASSERT_TRUE(load({"d", "absent"}, &s).is_ok());
+  ASSERT_EQ(s->outputs().size(), 1u);
+  EXPECT_EQ(s->outputs()[0].name, "c");
+  std::vector<Tensor> out;
+  ASSERT_TRUE(run(*s, {{"a", floats({1, 2}, {1, -3})}, {"b", floats({1, 2}, {1, 1})}}, &out).is_ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].data<float>()[1], -2.f);
+  ASSERT_TRUE(load({"absent"}, &s).is_ok());
+  EXPECT_EQ(s->outputs().size(), 2u);
+}
+
 }  // namespace
 }  // namespace robust
