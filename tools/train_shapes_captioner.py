@@ -12,6 +12,9 @@ OUT/shapes-captioner/
   decoder_with_past_model.onnx  input_ids, past_key_values.{i}.decoder.* / .encoder.* -> logits,
                                 present.{i}.decoder.*
   decoder_model_merged.onnx     both, chosen by use_cache_branch
+                                (each decoder also returns draft_logits [B, S, 4, vocab]: heads trained
+                                after the model, on its frozen hidden states, to guess the tokens 2..5
+                                positions ahead, for speculative decoding without a draft model)
   config.json, generation_config.json, tokenizer.json, tokenizer_config.json,
   preprocessor_config.json      (ViTImageProcessor)
   eval/NNNN.png, eval/captions.json       held-out scenes and their true captions
@@ -51,7 +54,7 @@ MEAN, STD = 0.5, 0.5
 CONFIGS = {
     # Sized to train in a few minutes on one core: 16x16 patches of a 64x64 scene, d=96.
     "shapes-captioner": dict(hidden_size=96, layers=2, heads=4, ffn=256, patch=16, image=64, n_positions=16,
-                             steps=1200, batch=64, lr=2e-3, eval_images=256),
+                             steps=1200, batch=64, lr=2e-3, eval_images=256, draft_heads=4, draft_steps=400),
     "vit-gpt2": dict(hidden_size=768, layers=12, heads=12, ffn=3072, patch=16, image=224, n_positions=1024,
                      steps=0, eval_images=0, vocab_size=50257),
 }
@@ -133,6 +136,45 @@ def train(encoder, decoder, spec, vocab, merges, eos_id, log):
     return time.time() - start, time.process_time() - cpu
 
 
+def train_draft_heads(encoder, decoder, spec, vocab, merges, eos_id, log):
+    """Trains DraftHeads on the frozen model's teacher-forced hidden states: head j at position i
+    learns the token at i + 1 + j + 1. The model's own logits do not change."""
+    torch.manual_seed(3)
+    rng = np.random.default_rng(4)
+    count, steps = spec["draft_heads"], spec["draft_steps"]
+    heads = vg.DraftHeads(spec["hidden_size"], count)
+    opt = torch.optim.AdamW(heads.parameters(), lr=spec["lr"], weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + np.cos(np.pi * min(s, steps) / steps)))
+    length, start = 9, time.time()
+    for step in range(steps):
+        pix, ids, mask, _ = caption_batch(rng, spec["batch"], vocab, merges, eos_id, length)
+        with torch.no_grad():
+            hidden = decoder.hidden(ids[:, :-1], encoder(pix))
+        logits = heads(hidden, decoder.wte.weight.detach())
+        total, weight = 0.0, 0.0
+        for j in range(count):
+            ahead = j + 1  # beyond the next token
+            lg = logits[:, :length - ahead, j].reshape(-1, logits.shape[-1])
+            loss = torch.nn.functional.cross_entropy(lg, ids[:, 1 + ahead:].reshape(-1), reduction="none")
+            m = mask[:, ahead:].reshape(-1)
+            total, weight = total + (loss * m).sum(), weight + m.sum()
+        loss = total / weight
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        if step % 100 == 0 or step + 1 == steps:
+            log(f"draft heads: step {step + 1}/{steps} loss {loss.item():.4f} ({time.time() - start:.0f} s)")
+    heads.eval()
+    with torch.no_grad():  # each head's teacher-forced accuracy on fresh scenes, for the log
+        pix, ids, mask, _ = caption_batch(np.random.default_rng(5), 256, vocab, merges, eos_id, length)
+        guess = heads(decoder.hidden(ids[:, :-1], encoder(pix)), decoder.wte.weight).argmax(-1)
+        right = [((guess[:, :length - j - 1, j] == ids[:, j + 2:]).float() * mask[:, j + 1:]).sum() / mask[:, j + 1:].sum()
+                 for j in range(count)]
+    log("draft heads: tokens 2.." + str(count + 1) + " ahead guessed right " + ", ".join(f"{r:.3f}" for r in right))
+    decoder.draft_heads = heads
+
+
 def probe(encoder, decoder, vocab, eos_id, log):
     """Greedy exact match on 128 fresh scenes (a development aid: SHAPES_PROBE=1)."""
     images, captions = shape_scenes.batch(np.random.default_rng(3), 128)
@@ -157,22 +199,26 @@ def export(out, encoder, decoder, spec, vocab_size):
     enc_names = lambda prefix, i: [f"{prefix}.{i}.encoder.key", f"{prefix}.{i}.encoder.value"]  # noqa: E731
     seq = (spec["image"] // spec["patch"]) ** 2 + 1
     hidden = torch.randn(b, seq, d)
-    first_out = ["logits"] + [x for i in range(n) for x in dec_names("present", i) + enc_names("present", i)]
+    draft = ["draft_logits"] if decoder.draft_heads is not None else []
+    first_out = ["logits"] + [x for i in range(n) for x in dec_names("present", i) + enc_names("present", i)] + draft
     axes = {"input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
             "encoder_hidden_states": {0: "batch_size", 1: "encoder_sequence_length"},
             "logits": {0: "batch_size", 1: "decoder_sequence_length"}}
+    axes.update({k: {0: "batch_size", 1: "decoder_sequence_length"} for k in draft})
     axes.update({k: {0: "batch_size", 2: "decoder_sequence_length"} for k in first_out[1:] if ".decoder." in k})
     axes.update({k: {0: "batch_size", 2: "encoder_sequence_length"} for k in first_out[1:] if ".encoder." in k})
     torch.onnx.export(vg.DecoderFirst(decoder), (torch.randint(0, vocab_size, (b, 3)), hidden),
                       os.path.join(out, "decoder_model.onnx"), opset_version=OPSET,
                       input_names=["input_ids", "encoder_hidden_states"], output_names=first_out, dynamic_axes=axes)
     past_in = [x for i in range(n) for x in dec_names("past_key_values", i) + enc_names("past_key_values", i)]
-    past_out = ["logits"] + [x for i in range(n) for x in dec_names("present", i)]
+    past_out = ["logits"] + [x for i in range(n) for x in dec_names("present", i)] + draft
     axes = {"input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
             "logits": {0: "batch_size", 1: "decoder_sequence_length"}}
+    axes.update({k: {0: "batch_size", 1: "decoder_sequence_length"} for k in draft})
     axes.update({k: {0: "batch_size", 2: "past_decoder_sequence_length"} for k in past_in if ".decoder." in k})
     axes.update({k: {0: "batch_size", 2: "encoder_sequence_length"} for k in past_in if ".encoder." in k})
-    axes.update({k: {0: "batch_size", 2: "past_decoder_sequence_length + decoder_sequence_length"} for k in past_out[1:]})
+    axes.update({k: {0: "batch_size", 2: "past_decoder_sequence_length + decoder_sequence_length"}
+                 for k in past_out[1:] if k.startswith("present")})
     past_args = [torch.randn(b, heads, 4 if ".decoder." in k else seq, hd) for k in past_in]
     torch.onnx.export(vg.DecoderWithPast(decoder), (torch.randint(0, vocab_size, (b, 1)), *past_args),
                       os.path.join(out, "decoder_with_past_model.onnx"), opset_version=OPSET,
@@ -280,6 +326,8 @@ def make(out, name, steps, log):
     max_new_tokens = spec["n_positions"] - 1 if spec["steps"] else 32
     seconds, cpu = train(encoder.train(), decoder.train(), spec, vocab, merges, eos_id, log) if spec["steps"] else (0, 0)
     encoder.eval(), decoder.eval()
+    if spec.get("draft_heads"):
+        train_draft_heads(encoder, decoder, spec, vocab, merges, eos_id, log)
     torch.set_num_threads(1)
     export(out, encoder, decoder, spec, vocab_size)
     write_configs(out, spec, enc_cfg, dec_cfg, eos_id, max_new_tokens)

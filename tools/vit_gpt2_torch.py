@@ -153,12 +153,21 @@ class GPT2Decoder(nn.Module):
                                for _ in range(cfg["n_layer"]))
         self.ln_f = nn.LayerNorm(d, eps=cfg["layer_norm_epsilon"])
         self.num_layers = cfg["n_layer"]
+        self.draft_heads = None  # DraftHeads, when trained: exported as the extra output draft_logits
 
     def cross_keys_values(self, encoder_hidden_states):
         return [block.crossattention.keys_values(encoder_hidden_states) for block in self.h]
 
     def run(self, input_ids, self_past, cross):
         """self_past, cross: per layer (k, v). Returns logits and the new self (k, v) per layer."""
+        hidden, presents = self.run_hidden(input_ids, self_past, cross)
+        return self.logits(hidden), presents
+
+    def logits(self, hidden):
+        return torch.matmul(hidden, self.wte.weight.t())
+
+    def run_hidden(self, input_ids, self_past, cross):
+        """As run(), with the final layer norm's output in place of the logits."""
         past_len = self_past[0][0].shape[2]
         positions = torch.arange(past_len + input_ids.shape[1], device=input_ids.device)[past_len:]
         x = self.wte(input_ids) + self.wpe(positions)
@@ -166,7 +175,7 @@ class GPT2Decoder(nn.Module):
         for block, (pk, pv), (ck, cv) in zip(self.h, self_past, cross):
             x, k, v = block(x, pk, pv, ck, cv)
             presents.append((k, v))
-        return torch.matmul(self.ln_f(x), self.wte.weight.t()), presents
+        return self.ln_f(x), presents
 
     def empty_past(self, batch, like):
         attn = self.h[0].attn
@@ -175,14 +184,43 @@ class GPT2Decoder(nn.Module):
 
     def forward(self, input_ids, encoder_hidden_states):
         """Teacher-forced logits of a whole sequence (training)."""
-        logits, _ = self.run(input_ids, self.empty_past(input_ids.shape[0], encoder_hidden_states),
-                             self.cross_keys_values(encoder_hidden_states))
-        return logits
+        return self.logits(self.hidden(input_ids, encoder_hidden_states))
+
+    def hidden(self, input_ids, encoder_hidden_states):
+        """Teacher-forced final hidden states of a whole sequence."""
+        h, _ = self.run_hidden(input_ids, self.empty_past(input_ids.shape[0], encoder_hidden_states),
+                               self.cross_keys_values(encoder_hidden_states))
+        return h
+
+    def outputs(self, input_ids, self_past, cross):
+        """The exported decoders' logits (and draft logits, with heads) and presents."""
+        hidden, presents = self.run_hidden(input_ids, self_past, cross)
+        extra = [] if self.draft_heads is None else [self.draft_heads(hidden, self.wte.weight)]
+        return self.logits(hidden), extra, presents
+
+
+class DraftHeads(nn.Module):
+    """Heads that guess the tokens 2 .. count + 1 positions ahead from the final hidden state, for
+    speculative decoding without a draft model (as Medusa does): head j's state is
+    h + SiLU(W_j h + b_j), read out through the tied embedding. The heads' layers are one product
+    (a few ops a step, however many heads). Zero-initialised, each head starts as the model's own
+    next-token guess. forward: hidden [B, S, d] -> draft logits [B, S, count, vocab]."""
+
+    def __init__(self, d, count):
+        super().__init__()
+        self.count = count
+        self.proj = nn.Linear(d, count * d)
+        nn.init.zeros_(self.proj.weight), nn.init.zeros_(self.proj.bias)
+
+    def forward(self, hidden, embedding):
+        b, s, d = hidden.shape
+        states = hidden.unsqueeze(2) + nn.functional.silu(self.proj(hidden)).view(b, s, self.count, d)
+        return torch.matmul(states, embedding.t())
 
 
 class DecoderFirst(nn.Module):
     """decoder_model.onnx: (input_ids, encoder_hidden_states) -> logits, present.{i}.decoder.key/value,
-    present.{i}.encoder.key/value."""
+    present.{i}.encoder.key/value (and draft_logits last, when the decoder has draft heads)."""
 
     def __init__(self, decoder):
         super().__init__()
@@ -190,17 +228,18 @@ class DecoderFirst(nn.Module):
 
     def forward(self, input_ids, encoder_hidden_states):
         cross = self.decoder.cross_keys_values(encoder_hidden_states)
-        logits, presents = self.decoder.run(input_ids, self.decoder.empty_past(input_ids.shape[0], encoder_hidden_states),
-                                            cross)
+        logits, extra, presents = self.decoder.outputs(
+            input_ids, self.decoder.empty_past(input_ids.shape[0], encoder_hidden_states), cross)
         out = [logits]
         for (k, v), (ck, cv) in zip(presents, cross):
             out += [k, v, ck, cv]
-        return tuple(out)
+        return tuple(out + extra)
 
 
 class DecoderWithPast(nn.Module):
     """decoder_with_past_model.onnx: (input_ids, past_key_values.{i}.decoder.key/value,
-    past_key_values.{i}.encoder.key/value) -> logits, present.{i}.decoder.key/value."""
+    past_key_values.{i}.encoder.key/value) -> logits, present.{i}.decoder.key/value (and draft_logits
+    last, when the decoder has draft heads)."""
 
     def __init__(self, decoder):
         super().__init__()
@@ -208,12 +247,12 @@ class DecoderWithPast(nn.Module):
 
     def forward(self, input_ids, *past):
         n = self.decoder.num_layers
-        logits, presents = self.decoder.run(input_ids, [(past[4 * i], past[4 * i + 1]) for i in range(n)],
-                                            [(past[4 * i + 2], past[4 * i + 3]) for i in range(n)])
+        logits, extra, presents = self.decoder.outputs(input_ids, [(past[4 * i], past[4 * i + 1]) for i in range(n)],
+                                                       [(past[4 * i + 2], past[4 * i + 3]) for i in range(n)])
         out = [logits]
         for k, v in presents:
             out += [k, v]
-        return tuple(out)
+        return tuple(out + extra)
 
 
 def greedy(encoder, decoder, pixel_values, start_id, eos_id, max_new_tokens):
