@@ -40,6 +40,10 @@ Tensor StepModel::extend(int64_t, const std::vector<TokenId>&) {
 
 void StepModel::truncate(int64_t, int64_t) { throw std::invalid_argument("this model cannot drop cached positions"); }
 
+std::vector<TokenId> StepModel::draft_guesses(int64_t, size_t) const {
+  throw std::invalid_argument("this model has no draft heads");
+}
+
 Tensor DecoderOnlyModel::extend(int64_t row, const std::vector<TokenId>& ids) {
   return decoder_.step_positions(*cache_, row, tokens_input_, ids_tensor(ids));
 }

@@ -1,5 +1,6 @@
 #include "generate/encoder_decoder_model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -15,13 +16,26 @@ std::string present_of(const std::string& past) {
   return past.rfind(prefix, 0) == 0 ? "present" + past.substr(prefix.size()) : past;
 }
 
+// The options with the decoders' draft heads left out, unless they are wanted.
+SessionOptions without_drafts(SessionOptions options, bool draft_heads) {
+  if (!draft_heads) options.drop_outputs.push_back(runtime::CachedDecoder::kDraftOutput);
+  return options;
+}
+
 }  // namespace
 
 EncoderDecoderModel::EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder,
-                                         const SessionOptions& options, DType cache_dtype)
-    : with_past_(with_past_decoder, options, cache_dtype) {
+                                         const SessionOptions& options, DType cache_dtype, bool draft_heads)
+    : with_past_(with_past_decoder, without_drafts(options, draft_heads), cache_dtype), draft_heads_(draft_heads) {
   // A merged decoder's first-step half, or decoder_model.onnx as it is.
-  first_ = runtime::load_session_fixing_branch(first_decoder, options, "use_cache_branch", false);
+  first_ = runtime::load_session_fixing_branch(first_decoder, without_drafts(options, draft_heads), "use_cache_branch", false);
+  if (draft_heads) {
+    const auto& outs = first_->outputs();
+    if (with_past_.draft_heads() == 0 ||
+        std::none_of(outs.begin(), outs.end(), [](const ValueInfo& o) { return o.name == runtime::CachedDecoder::kDraftOutput; }))
+      throw Error(with_past_decoder + ": no draft heads (both decoders need the output '" +
+                  runtime::CachedDecoder::kDraftOutput + "')");
+  }
   std::set<std::string> bound;
   for (const auto& pair : with_past_.binding().pairs) bound.insert({pair.past_key, pair.past_value});
   std::set<std::string> first_outputs;
@@ -61,6 +75,7 @@ Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& pro
   const auto& pairs = with_past_.binding().pairs;
   for (const auto& p : pairs) names.insert(names.end(), {present_of(p.past_key), present_of(p.past_value)});
   for (const auto& c : cross_names_) names.push_back(present_of(c));
+  if (draft_heads_) names.push_back(runtime::CachedDecoder::kDraftOutput);
   std::vector<Tensor> out;
   Status s = first_->run({{"input_ids", ids_tensor(prompt)}, {"encoder_hidden_states", runtime::rows_of(states_, row / rows_per_input_, 1)}}, names, &out);
   if (!s) throw Error(s.message());
@@ -80,6 +95,7 @@ Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& pro
     std::memcpy(runtime::rows_of(cross_[c], slot(row), 1).raw(), present.raw(), present.nbytes());
   }
   cross_row_[row] = row;
+  if (draft_heads_) keep_last_drafts(out.back());
   const Tensor& logits = out[0];
   int64_t steps = logits.dim(1), vocab = logits.dim(2);
   Tensor last = Tensor::empty(DType::kFloat32, {1, vocab});
@@ -126,7 +142,20 @@ Tensor EncoderDecoderModel::step(int64_t row, const Tensor& ids) {
 }
 
 Tensor EncoderDecoderModel::extend(int64_t row, const std::vector<TokenId>& ids) {
-  return with_past_.step_positions(*cache_, row, "input_ids", ids_tensor(ids), cross_inputs(row, 1));
+  Tensor logits = with_past_.step_positions(*cache_, row, "input_ids", ids_tensor(ids), cross_inputs(row, 1));
+  drafts_from_prefill_ = false;
+  return logits;
+}
+
+void EncoderDecoderModel::keep_last_drafts(const Tensor& drafts) {
+  const int64_t heads = with_past_.draft_heads();
+  if (drafts.dtype() != DType::kFloat32 || drafts.rank() != 4 || drafts.dim(0) != 1 || drafts.dim(2) != heads)
+    throw Error(std::string("the first decoder's ") + runtime::CachedDecoder::kDraftOutput + " are " + dtype_name(drafts.dtype()) +
+                " " + shape_str(drafts.shape()) + ", expected float32 [1, positions, " + std::to_string(heads) + ", vocab]");
+  const int64_t vocab = drafts.dim(3), last = drafts.dim(1) - 1;
+  drafts_ = Tensor::empty(DType::kFloat32, {1, heads, vocab});
+  std::memcpy(drafts_.raw(), drafts.data<float>() + last * heads * vocab, sizeof(float) * heads * vocab);
+  drafts_from_prefill_ = true;
 }
 
 void EncoderDecoderModel::truncate(int64_t row, int64_t length) { cache_->truncate(row, length); }

@@ -17,9 +17,11 @@ namespace mminfer::generate {
 
 class EncoderDecoderModel final : public StepModel {
  public:
-  // Throws Error naming the file and the reason.
+  // Throws Error naming the file and the reason. `draft_heads`: keep the decoders' draft heads
+  // (their output draft_logits, which both must have) for draft_guesses(); else they are left
+  // out, with their work, where the files have them.
   EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder, const SessionOptions& options,
-                      DType cache_dtype = DType::kFloat32);
+                      DType cache_dtype = DType::kFloat32, bool draft_heads = false);
 
   // The encoder's output, [inputs, frames, d]: the next start() makes `rows_per_input` rows for
   // each input (its beams), input i's rows coming first after input i - 1's.
@@ -38,6 +40,10 @@ class EncoderDecoderModel final : public StepModel {
   Tensor extend(int64_t row, const std::vector<TokenId>& ids) override;
   void truncate(int64_t row, int64_t length) override;
   void set_greedy_process(runtime::GreedyRowProcess process) override { with_past_.set_greedy_process(std::move(process)); }
+  int64_t draft_heads() const override { return draft_heads_ ? with_past_.draft_heads() : 0; }
+  std::vector<TokenId> draft_guesses(int64_t at, size_t n) const override {
+    return drafts_from_prefill_ ? runtime::draft_argmax(drafts_, at, n) : with_past_.draft_guesses(at, n);
+  }
   // The with-past decoder's time per op type, when the session options asked for a profile.
   std::vector<OpTime> op_times() { return with_past_.op_times(); }
 
@@ -47,6 +53,8 @@ class EncoderDecoderModel final : public StepModel {
   int64_t slot(int64_t row) const { return one_input() ? 0 : row; }
   // The with-past decoder's cross-attention inputs for rows [row, row + n).
   std::vector<NamedTensor> cross_inputs(int64_t row, int64_t n) const;
+  // The last position's draft logits of the first decoder's output [1, positions, heads, vocab].
+  void keep_last_drafts(const Tensor& drafts);
 
   std::unique_ptr<Session> first_;
   runtime::CachedDecoder with_past_;
@@ -56,6 +64,9 @@ class EncoderDecoderModel final : public StepModel {
   std::vector<int64_t> cross_row_;  // per row: the row whose prompt made its cross keys and values (-1: none)
   std::vector<std::string> cross_names_;  // the with-past decoder's cross-attention inputs
   std::vector<Tensor> cross_;             // per cross input, [rows (1 for one input), heads, frames, dim]
+  bool draft_heads_ = false;
+  Tensor drafts_;                     // the last prefill's draft logits, [1, heads, vocab]
+  bool drafts_from_prefill_ = false;  // else the last extend's, which with_past_ keeps
 };
 
 }  // namespace mminfer::generate

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 
 #include "core/elapsed.h"
 #include "generate/logits_pipeline.h"
@@ -11,12 +12,74 @@
 
 namespace mminfer::generate {
 
-std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& draft, const DecodeRequest& request, size_t k,
-                                                const DecodeFn& detokenize, DecodeTimings* timings, SpeculativeStats* stats) {
-  require_greedy_prompts(request, "speculative decoding here");
-  if (k == 0) throw std::invalid_argument("speculative decoding needs at least one proposed token per pass");
+namespace {
+
+// Where a round's proposals come from.
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual void start(const std::vector<TokenId>& prompt, int64_t capacity) = 0;
+  // n tokens to follow `sequence`, whose last token the target chose from row `at` of its last
+  // pass (0 after the prefill).
+  virtual std::vector<TokenId> propose(const std::vector<TokenId>& sequence, size_t n, int64_t at) = 0;
+  // The target kept `kept` of the proposals made when the sequence held `before` tokens.
+  virtual void settle(size_t before, size_t kept) {}
+  virtual size_t cache_bytes() const { return 0; }
+};
+
+// A draft model with its own cache: it catches up with the sequence, then proposes one token at a
+// time by the target's own processors.
+class DraftModel final : public Drafter {
+ public:
+  DraftModel(StepModel& draft, size_t k, const LogitsPipeline& pipeline) : draft_(draft), k_(k), pipeline_(pipeline) {}
+  void start(const std::vector<TokenId>& prompt, int64_t capacity) override {
+    prompt_size_ = prompt.size();
+    draft_.start(1, capacity + static_cast<int64_t>(k_));
+    draft_.prefill(0, prompt);
+  }
+  std::vector<TokenId> propose(const std::vector<TokenId>& sequence, size_t n, int64_t) override {
+    std::vector<TokenId> pending(sequence.begin() + draft_.length(0), sequence.end());
+    std::vector<TokenId> proposals, history = sequence;
+    Tensor logits = draft_.extend(0, pending);
+    for (size_t i = 0;; ++i) {
+      TokenId d = next_token(logits_row(logits, logits.dim(0) - 1), history, prompt_size_, pipeline_, rng_);
+      proposals.push_back(d);
+      history.push_back(d);
+      if (i + 1 == n) return proposals;
+      logits = draft_.extend(0, {d});
+    }
+  }
+  // No more than the proposals it fed that the target kept.
+  void settle(size_t before, size_t kept) override {
+    draft_.truncate(0, std::min<int64_t>(draft_.length(0), static_cast<int64_t>(before + kept)));
+  }
+  size_t cache_bytes() const override { return draft_.cache_bytes(); }
+
+ private:
+  StepModel& draft_;
+  size_t k_, prompt_size_ = 0;
+  const LogitsPipeline& pipeline_;
+  Pcg32 rng_{0};  // unused by greedy choices; next_token takes one
+};
+
+// The target's own draft heads: the pass that chose the sequence's last token also guessed the
+// tokens after it, so a round costs one pass of the target and nothing else.
+class DraftHeads final : public Drafter {
+ public:
+  explicit DraftHeads(const StepModel& target) : target_(target) {}
+  void start(const std::vector<TokenId>&, int64_t) override {}
+  std::vector<TokenId> propose(const std::vector<TokenId>&, size_t n, int64_t at) override {
+    return target_.draft_guesses(at, n);
+  }
+
+ private:
+  const StepModel& target_;
+};
+
+std::vector<DecodedSequence> speculate(StepModel& target, Drafter& drafter, const DecodeRequest& request, size_t k,
+                                       const LogitsPipeline& pipeline, const DecodeFn& detokenize, DecodeTimings* timings,
+                                       SpeculativeStats* stats) {
   const StopRules rules = StopRules::from_config(request.config);
-  const LogitsPipeline pipeline(request.config);
   Pcg32 rng(request.seed);  // unused by greedy choices; next_token takes one
   DecodeTimings t;
   SpeculativeStats s;
@@ -26,8 +89,6 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
     // The target's positions: as decode() allows them. The draft's: those plus its proposals.
     const int64_t capacity = sequence_capacity(prompt, p, rules, request.context);
     target.start(1, capacity);
-    draft.start(1, capacity + static_cast<int64_t>(k));
-    t.cache_bytes = std::max(t.cache_bytes, target.cache_bytes() + draft.cache_bytes());
 
     StreamCallback cb;
     if (request.on_text) cb = [&, p](TokenId token, std::string_view text) { request.on_text(p, token, text); };
@@ -45,13 +106,15 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
 
     auto t0 = std::chrono::steady_clock::now();
     Tensor first = target.prefill(0, prompt);
-    draft.prefill(0, prompt);
+    drafter.start(prompt, capacity);
+    t.cache_bytes = std::max(t.cache_bytes, target.cache_bytes() + drafter.cache_bytes());
     t.prompt_tokens += prompt.size();
     accept(logits_row(first, 0));
     t.prefill_ms += ms_since(t0);
 
     t0 = std::chrono::steady_clock::now();
     const size_t made_before = t.new_tokens;
+    int64_t at = 0;  // the row of the target's last pass that chose the sequence's last token
     while (!stream.stopped()) {
       // The target holds every token but the last; so many more positions fit.
       const int64_t held = target.length(0);
@@ -60,19 +123,10 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
       if (n == 0) {  // no room for proposals: one plain step
         Tensor logits = target.extend(0, {sequence.back()});
         accept(logits_row(logits, 0));
+        at = 0;
         continue;
       }
-      // The draft catches up with the sequence, then proposes n tokens.
-      std::vector<TokenId> pending(sequence.begin() + draft.length(0), sequence.end());
-      std::vector<TokenId> proposals, history = sequence;
-      Tensor logits = draft.extend(0, pending);
-      for (size_t i = 0;; ++i) {
-        TokenId d = next_token(logits_row(logits, logits.dim(0) - 1), history, prompt.size(), pipeline, rng);
-        proposals.push_back(d);
-        history.push_back(d);
-        if (i + 1 == n) break;
-        logits = draft.extend(0, {d});
-      }
+      const std::vector<TokenId> proposals = drafter.propose(sequence, n, at);
       // The target reads the last token and every proposal in one pass.
       std::vector<TokenId> check = {sequence.back()};
       check.insert(check.end(), proposals.begin(), proposals.end());
@@ -84,11 +138,11 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
         if (i == n || sequence.back() != proposals[i]) break;  // its own token: a correction, or the one after all n
         ++kept;
       }
+      at = static_cast<int64_t>(kept);
       ++s.rounds, s.proposed += n, s.accepted += kept;
-      // Both caches keep only positions of the sequence: the target all but its last token, the
-      // draft no more than the proposals it fed that the target kept.
+      // The target's cache keeps every token of the sequence but its last.
       target.truncate(0, static_cast<int64_t>(sequence.size()) - 1);
-      draft.truncate(0, std::min<int64_t>(draft.length(0), static_cast<int64_t>(before + kept)));
+      drafter.settle(before, kept);
     }
     t.decode_ms += ms_since(t0);
     t.decode_steps += t.new_tokens - made_before;  // ms_per_token: per token made after the first
@@ -97,6 +151,32 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
   if (timings) *timings = t;
   if (stats) *stats = s;
   return out;
+}
+
+}  // namespace
+
+std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& draft, const DecodeRequest& request, size_t k,
+                                                const DecodeFn& detokenize, DecodeTimings* timings, SpeculativeStats* stats) {
+  require_greedy_prompts(request, "speculative decoding here");
+  if (k == 0) throw std::invalid_argument("speculative decoding needs at least one proposed token per pass");
+  const LogitsPipeline pipeline(request.config);
+  DraftModel drafter(draft, k, pipeline);
+  return speculate(target, drafter, request, k, pipeline, detokenize, timings, stats);
+}
+
+std::vector<DecodedSequence> head_speculative_decode(StepModel& target, const DecodeRequest& request, size_t k,
+                                                     const DecodeFn& detokenize, DecodeTimings* timings,
+                                                     SpeculativeStats* stats) {
+  require_greedy_prompts(request, "speculative decoding here");
+  if (k == 0) throw std::invalid_argument("speculative decoding needs at least one proposed token per pass");
+  const int64_t heads = target.draft_heads();
+  if (heads == 0) throw std::invalid_argument("the decoder has no draft heads (an output draft_logits) to propose tokens");
+  if (static_cast<int64_t>(k) > heads)
+    throw std::invalid_argument("the decoder's draft heads propose at most " + std::to_string(heads) + " tokens a pass, not " +
+                                std::to_string(k));
+  const LogitsPipeline pipeline(request.config);
+  DraftHeads drafter(target);
+  return speculate(target, drafter, request, k, pipeline, detokenize, timings, stats);
 }
 
 }  // namespace mminfer::generate

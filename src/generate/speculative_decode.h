@@ -1,10 +1,10 @@
-// Speculative decoding: a cheap draft model (the same decoder at INT4, or a smaller one with the
-// same vocabulary) proposes k tokens one by one; the target model reads them all in one pass and
-// keeps the longest run it would have chosen itself, plus its own next token. Greedy, so the
-// tokens are exactly those of greedy decoding with the target alone (the config's processors
-// and stop rules included); what changes is how many target passes they take. Decode is
-// memory-bound: a pass over k + 1 positions costs about one step, so each accepted proposal
-// saves most of a step of the target.
+// Speculative decoding: a cheap draft (the same decoder at INT4, a smaller model with the same
+// vocabulary, or the target's own draft heads) proposes k tokens; the target reads them all in
+// one pass and keeps the longest run it would have chosen itself, plus its own next token.
+// Greedy, so the tokens are exactly those of greedy decoding with the target alone (the config's
+// processors and stop rules included); what changes is how many target passes they take. A pass
+// over k + 1 positions costs about one step (decode is memory-bound, or a small decoder's step is
+// mostly fixed cost), so each accepted proposal saves most of a step of the target.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -25,5 +25,12 @@ struct SpeculativeStats {
 std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& draft, const DecodeRequest& request, size_t k,
                                                 const DecodeFn& detokenize, DecodeTimings* timings = nullptr,
                                                 SpeculativeStats* stats = nullptr);
+
+// The same with the target's own draft heads as the draft (StepModel::draft_heads, Medusa-style):
+// each pass checks the last round's guesses and makes the next round's, so no draft model runs.
+// Also throws std::invalid_argument for a model without heads or k above their count.
+std::vector<DecodedSequence> head_speculative_decode(StepModel& target, const DecodeRequest& request, size_t k,
+                                                     const DecodeFn& detokenize, DecodeTimings* timings = nullptr,
+                                                     SpeculativeStats* stats = nullptr);
 
 }  // namespace mminfer::generate

@@ -33,6 +33,12 @@ class StepModel {
   // target model did not take). Models that cannot throw std::invalid_argument.
   virtual Tensor extend(int64_t row, const std::vector<TokenId>& ids);
   virtual void truncate(int64_t row, int64_t length);
+  // Draft heads (runtime::CachedDecoder::draft_heads): how many the model has, 0 for none; and
+  // their guesses after the last prefill() (at 0: after its last position) or extend() (at i:
+  // after its i-th id): each of the first `n` heads' most likely token. Models without throw
+  // std::invalid_argument.
+  virtual int64_t draft_heads() const { return 0; }
+  virtual std::vector<TokenId> draft_guesses(int64_t at, size_t n) const;
   // Greedy loops: while set, prefill() and step() may return rows that serve only a greedy
   // choice after `process` (runtime::CachedDecoder::set_greedy_process); null unsets it. Models
   // without the runtime's output projection ignore it and return full logits.

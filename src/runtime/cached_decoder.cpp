@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include "core/int8_rows.h"
 #include "core/one_line.h"
@@ -57,8 +58,48 @@ CachedDecoder::CachedDecoder(const std::string& path, const SessionOptions& opti
   }
   int mask = model.graph.find_value("attention_mask");
   rows_share_length_ = !binding_.shape_feeds.empty() || (mask >= 0 && model.graph.values[mask].is_graph_input);
-  if (wants_logits_head(options.precision)) head_ = LogitsHead::cut(model.graph, "logits", &output_);
+  const bool runtime_heads = wants_logits_head(options.precision);
+  if (runtime_heads) head_ = LogitsHead::cut(model.graph, "logits", &output_);
+  const auto& drop = options.drop_outputs;
+  const int drafts = model.graph.find_value(kDraftOutput);
+  if (drafts >= 0 && model.graph.values[drafts].is_graph_output &&
+      std::find(drop.begin(), drop.end(), kDraftOutput) == drop.end()) {
+    const ir::Value& o = model.graph.values[drafts];
+    if (o.dtype != DType::kFloat32 || !o.has_shape || o.dims.size() != 4 || o.dims[2] <= 0)
+      throw Error(path + ": '" + kDraftOutput + "' must be float32 [batch, positions, heads, vocab] with a fixed head count");
+    draft_heads_ = o.dims[2];
+    draft_output_ = kDraftOutput;
+    if (runtime_heads) draft_head_ = LogitsHead::cut(model.graph, kDraftOutput, &draft_output_);
+  }
   session_ = session_from_model(std::move(model), options, path);
+}
+
+std::vector<int64_t> CachedDecoder::draft_guesses(int64_t at, size_t n) const {
+  if (!draft_head_) return draft_argmax(drafts_, at, n);
+  if (!drafts_.defined() || at < 0 || at >= drafts_.dim(0) || static_cast<int64_t>(n) > draft_heads_)
+    throw std::invalid_argument("no draft heads' guesses at that position");
+  ThreadScope threads(threads_);
+  std::vector<float> logits(static_cast<size_t>(draft_head_->vocab()));
+  std::vector<int64_t> guesses;
+  for (size_t h = 0; h < n; ++h) {
+    const float* state = drafts_.data<float>() + (at * draft_heads_ + static_cast<int64_t>(h)) * draft_head_->dim();
+    draft_head_->greedy(state, logits, [](std::span<float>) {});  // bounds where a token cannot win
+    guesses.push_back(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  return guesses;
+}
+
+std::vector<int64_t> draft_argmax(const Tensor& draft_logits, int64_t at, size_t n) {
+  if (!draft_logits.defined() || draft_logits.rank() != 3 || at < 0 || at >= draft_logits.dim(0) ||
+      static_cast<int64_t>(n) > draft_logits.dim(1))
+    throw std::invalid_argument("no draft heads' guesses at that position");
+  const int64_t heads = draft_logits.dim(1), vocab = draft_logits.dim(2);
+  std::vector<int64_t> guesses;
+  for (size_t h = 0; h < n; ++h) {
+    const float* row = draft_logits.data<float>() + (at * heads + static_cast<int64_t>(h)) * vocab;
+    guesses.push_back(std::max_element(row, row + vocab) - row);
+  }
+  return guesses;
 }
 
 std::vector<OpTime> CachedDecoder::op_times() {
@@ -221,8 +262,18 @@ Tensor CachedDecoder::run_step(KvCache& cache, const std::vector<int64_t>& lengt
     feed.emplace_back(binding_.pairs[i].past_value, cache.values(i, 0, cache.rows()));
   }
   std::vector<Tensor> out;
-  Status s = session_->run(feed, {output_}, &out);
+  const bool drafts = every_position && draft_heads_ > 0;
+  Status s = drafts ? session_->run(feed, {output_, draft_output_}, &out) : session_->run(feed, {output_}, &out);
   if (!s) throw Error(s.message());
+  if (drafts) {
+    const Tensor& d = out[1];
+    if (d.dtype() != DType::kFloat32 || d.rank() != 4 || d.dim(0) != 1 || d.dim(1) != S || d.dim(2) != draft_heads_ ||
+        (draft_head_ && d.dim(3) != draft_head_->dim()))
+      throw Error(std::string("the decoder's ") + kDraftOutput + " are " + dtype_name(d.dtype()) + " " + shape_str(d.shape()) +
+                  ", expected float32 [1, " + std::to_string(S) + ", " + std::to_string(draft_heads_) + ", vocab]");
+    drafts_ = Tensor::empty(DType::kFloat32, {S, d.dim(2), d.dim(3)});
+    std::memcpy(drafts_.raw(), d.raw(), d.nbytes());
+  }
   const Tensor& logits = out[0];  // or the head's input
   if (logits.dtype() != DType::kFloat32 || logits.rank() != 3 || logits.dim(0) != n || (head_ && logits.dim(2) != head_->dim()))
     throw Error("the decoder's " + std::string(head_ ? "last hidden state is " : "logits are ") + dtype_name(logits.dtype()) +

@@ -58,6 +58,15 @@ class CachedDecoder {
   // [S, vocab] (a draft's proposals checked in one pass).
   Tensor step_positions(KvCache& cache, int64_t row, const std::string& tokens_name, const Tensor& tokens,
                         const std::vector<NamedTensor>& extra = {});
+  // Draft heads (an output `draft_logits` [1, S, heads, vocab]: guesses of the tokens 2, 3, ...
+  // positions past each position, Medusa-style): step_positions() keeps them, and
+  // draft_guesses(at, n) returns each of the first n heads' most likely token after its call's
+  // position `at`. Where the heads' last op is a product with a float32 constant, the runtime
+  // runs it (as the logits head) for that one position only. Sessions loaded with the output
+  // dropped (SessionOptions::drop_outputs) have none.
+  static constexpr const char* kDraftOutput = "draft_logits";
+  int64_t draft_heads() const { return draft_heads_; }
+  std::vector<int64_t> draft_guesses(int64_t at, size_t n) const;
   // The same over a pool of blocks (`pool`'s rows are blocks): row r of `tokens` is the next S
   // positions of sequences[r], whose blocks must already cover them; advances their lengths.
   Tensor step(KvCache& pool, std::span<BlockList* const> sequences, const std::string& tokens_name, const Tensor& tokens,
@@ -90,6 +99,14 @@ class CachedDecoder {
   std::vector<KvCache::Layer> layers_;
   DType cache_dtype_;
   bool rows_share_length_ = false;  // some input still depends on the past length's shape
+  int64_t draft_heads_ = 0;
+  std::string draft_output_;               // the draft logits, or the states draft_head_ reads out
+  std::unique_ptr<LogitsHead> draft_head_;
+  Tensor drafts_;                          // the last step_positions' [S, heads, vocab or d]
 };
+
+// Row `at` of draft logits [rows, heads, vocab]: the argmax of each of the first n heads. Throws
+// std::invalid_argument when there is no such row or head.
+std::vector<int64_t> draft_argmax(const Tensor& draft_logits, int64_t at, size_t n);
 
 }  // namespace mminfer::runtime
