@@ -15,12 +15,13 @@ namespace mminfer::cli {
 int cmd_caption(int argc, char** argv) {
   Args args(argc, argv, 2,
             with_decoder_precision_flags({"--pipeline", "--max-new-tokens", "--beam", "--kv-cache", "--threads", "--feature-cache-mb",
-                                          "--speculate", "--draft-precision", "--cascade", "--max-batch"}),
+                                          "--speculate", "--draft", "--draft-precision", "--cascade", "--max-batch"}),
             {"--help", "--json", "--jsonl"});
   if (args.has("--help") || !args.has("--pipeline") || args.positional().empty()) {
     std::fputs(
         "usage: mminfer caption --pipeline DIR IMAGE... [--max-new-tokens N] [--beam N] [--kv-cache fp32|fp16|int8]\n"
-        "                       [--threads N] [--feature-cache-mb N] [--speculate K | --cascade H] [--draft-precision int4|int8]\n"
+        "                       [--threads N] [--feature-cache-mb N] [--speculate K | --cascade H]\n"
+        "                       [--draft-precision int4|int8 | --draft heads]\n"
         "                       [--max-batch N] [--json | --jsonl]\n"
         "  the text of each image with an image-to-text folder (Optimum's vision-encoder-decoder export:\n"
         "  encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx, tokenizer.json and the\n"
@@ -31,6 +32,8 @@ int cmd_caption(int argc, char** argv) {
         "  --speculate K: greedy speculative decoding, the folder's decoder at --draft-precision (int4)\n"
         "  proposing K tokens per pass (the same captions); --json adds \"speculative\": {\"k\",\n"
         "  \"rounds\", \"proposed\", \"accepted\", \"acceptance\"}\n"
+        "  --draft heads: with --speculate, the decoder's own draft heads propose instead (an output\n"
+        "  draft_logits [batch, positions, heads, vocab]; K at most their count): no draft decoder runs\n"
         "  --cascade H: the decoder at --draft-precision (int4) chooses each token, the full one where the\n"
         "  light one's entropy is above H nats (captions may differ from the full model's); --json adds\n"
         "  \"cascade\": {\"max_entropy\", \"tokens\", \"escalated\", \"full_positions\", \"images_escalated\"}\n"
@@ -54,7 +57,15 @@ int cmd_caption(int argc, char** argv) {
   }
   options.speculate = speculate_flag(args);
   options.cascade_entropy = cascade_flag(args);
-  if (options.speculate || options.cascade_entropy >= 0) options.draft_bits = draft_bits_flag(args, "int4", false);
+  if (args.has("--draft")) {
+    if (args.get("--draft") != "heads")
+      throw Error("caption's --draft takes 'heads' (the decoder's own draft heads), got '" + args.get("--draft") + "'");
+    if (!options.speculate) throw Error("--draft heads goes with --speculate K");
+    if (args.has("--draft-precision")) throw Error("--draft heads and --draft-precision do not mix: the heads are the decoder's own");
+    options.draft_heads = true;
+  } else if (options.speculate || options.cascade_entropy >= 0) {
+    options.draft_bits = draft_bits_flag(args, "int4", false);
+  }
   const size_t feature_bytes = feature_cache_flag(args);
   pipelines::ImageToText model(args.get("--pipeline"), session, kv_cache_flag(args));
   model.features().set_cache_bytes(feature_bytes);

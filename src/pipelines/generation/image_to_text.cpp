@@ -76,6 +76,15 @@ generate::EncoderDecoderModel& ImageToText::draft(int bits) {
   return *draft_;
 }
 
+generate::EncoderDecoderModel& ImageToText::with_heads() {
+  if (!with_heads_) {
+    SessionOptions o = options_;
+    o.profile = false;
+    with_heads_ = std::make_unique<generate::EncoderDecoderModel>(first_decoder_, with_past_decoder_, o, kv_cache_, true);
+  }
+  return *with_heads_;
+}
+
 Tensor ImageToText::preprocess(const image::Image& img) const {
   if (!resize_ && (img.width != width_ || img.height != height_))
     throw Error("the image is " + std::to_string(img.width) + "x" + std::to_string(img.height) + " and the model takes " +
@@ -117,18 +126,24 @@ Captions ImageToText::caption(const std::vector<image::Image>& images, const Cap
   if (options.speculate > 0 && options.cascade_entropy >= 0) throw Error("speculative captions and the cascade do not mix");
   if (options.speculate > 0 || options.cascade_entropy >= 0) {
     if (beams > 1) throw Error(std::string(options.speculate ? "speculative" : "cascaded") + " captions are greedy: no beam search with them");
-    generate::EncoderDecoderModel& light = draft(options.draft_bits);
+    if (options.draft_heads && !options.speculate) throw Error("draft heads propose tokens for speculative captions only");
+    // Draft heads are the target's own: no second decoder runs.
+    generate::EncoderDecoderModel& target = options.draft_heads ? with_heads() : *decoder_;
+    generate::EncoderDecoderModel& light = options.draft_heads ? target : draft(options.draft_bits);
     // One image at a time: each pass reads one row's encoder states.
     for (size_t i = 0; i < images.size(); ++i) {
       const Tensor image_states = batch_row(states[0], static_cast<int64_t>(i));
-      decoder_->set_encoder_states(image_states, 1);
+      target.set_encoder_states(image_states, 1);
       light.set_encoder_states(image_states, 1);
       generate::DecodeRequest one = request;
       one.prompts = {request.prompts[i]};
       generate::DecodeTimings t;
       if (options.speculate) {
         generate::SpeculativeStats s;
-        out.sequences.push_back(generate::speculative_decode(*decoder_, light, one, options.speculate, detokenize, &t, &s).at(0));
+        out.sequences.push_back(
+            (options.draft_heads ? generate::head_speculative_decode(target, one, options.speculate, detokenize, &t, &s)
+                                 : generate::speculative_decode(target, light, one, options.speculate, detokenize, &t, &s))
+                .at(0));
         out.speculation.rounds += s.rounds, out.speculation.proposed += s.proposed, out.speculation.accepted += s.accepted;
       } else {
         generate::CascadeStats s;

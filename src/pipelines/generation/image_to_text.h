@@ -28,6 +28,9 @@ struct CaptionOptions {
   // many tokens per pass of the decoder (generate/speculative_decode.h): the same captions.
   size_t speculate = 0;
   int draft_bits = 4;
+  // With speculate: the decoder's own draft heads propose instead (a second copy of the decoder
+  // that keeps them; generate/speculative_decode.h, head_speculative_decode).
+  bool draft_heads = false;
   // >= 0: the decoding cascade (generate/cascade_decode.h), the decoder at draft_bits choosing
   // each token and the full one where its entropy is above this many nats.
   double cascade_entropy = -1;
@@ -70,6 +73,9 @@ class ImageToText {
   std::unique_ptr<generate::EncoderDecoderModel> draft_;
   int draft_bits_ = 0;
   generate::EncoderDecoderModel& draft(int bits);
+  // The decoder with its draft heads kept, made on first need.
+  std::unique_ptr<generate::EncoderDecoderModel> with_heads_;
+  generate::EncoderDecoderModel& with_heads();
 };
 
 }  // namespace mminfer::pipelines
