@@ -54,7 +54,8 @@ MEAN, STD = 0.5, 0.5
 CONFIGS = {
     # Sized to train in a few minutes on one core: 16x16 patches of a 64x64 scene, d=96.
     "shapes-captioner": dict(hidden_size=96, layers=2, heads=4, ffn=256, patch=16, image=64, n_positions=16,
-                             steps=1200, batch=64, lr=2e-3, eval_images=256, draft_heads=4, draft_steps=400),
+                             steps=1200, batch=64, lr=2e-3, eval_images=256, draft_heads=4, draft_steps=1200,
+                             draft_lr=1e-2),
     "vit-gpt2": dict(hidden_size=768, layers=12, heads=12, ffn=3072, patch=16, image=224, n_positions=1024,
                      steps=0, eval_images=0, vocab_size=50257),
 }
@@ -143,7 +144,7 @@ def train_draft_heads(encoder, decoder, spec, vocab, merges, eos_id, log):
     rng = np.random.default_rng(4)
     count, steps = spec["draft_heads"], spec["draft_steps"]
     heads = vg.DraftHeads(spec["hidden_size"], count)
-    opt = torch.optim.AdamW(heads.parameters(), lr=spec["lr"], weight_decay=0.0)
+    opt = torch.optim.AdamW(heads.parameters(), lr=spec["draft_lr"], weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + np.cos(np.pi * min(s, steps) / steps)))
     length, start = 9, time.time()
     for step in range(steps):
