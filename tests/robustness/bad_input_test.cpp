@@ -296,28 +296,37 @@ TEST(NonFinite, GatherWithBadIndicesFailsCleanly) {
 namespace robust {
 namespace {
 
-// SessionOptions::outputs: the session computes the outputs asked for, in that order; a name
-// the model does not output, or one asked for twice, fails the load with one line.
-TEST(SessionOutputs, OnlyThoseAskedForAndClearErrorsOtherwise) {
+// c = a + b and d = relu(c), both outputs, loaded with SessionOptions::outputs = `keep` and
+// drop_outputs = `drop`.
+Status load_two_outputs(std::vector<std::string> keep, std::vector<std::string> drop, std::unique_ptr<Session>* s) {
   onnx::ModelProto m = add_model();
   auto* g = m.mutable_graph();
   add_node(g, "Relu", {"c"}, {"d"}, "relu");
   add_value_info(g->add_output(), "d", onnx::TensorProto::FLOAT, {-1, -1});
-  auto load = [&](std::vector<std::string> outputs, std::unique_ptr<Session>* s) {
-    SessionOptions opts;
-    opts.threads = 2;
-    opts.outputs = std::move(outputs);
-    return Session::load_from_bytes(serialize(m), ".", opts, s);
-  };
+  SessionOptions opts;
+  opts.threads = 2;
+  opts.outputs = std::move(keep);
+  opts.drop_outputs = std::move(drop);
+  return Session::load_from_bytes(serialize(m), ".", opts, s);
+}
+
+// The one output the session computes for a = [1, -3], b = [1, 1].
+std::vector<float> only_output(Session& s) {
+  std::vector<Tensor> out;
+  EXPECT_TRUE(run(s, {{"a", floats({1, 2}, {1, -3})}, {"b", floats({1, 2}, {1, 1})}}, &out).is_ok());
+  EXPECT_EQ(out.size(), 1u);
+  return out.empty() ? std::vector<float>{} : std::vector<float>(out[0].data<float>(), out[0].data<float>() + 2);
+}
+
+// SessionOptions::outputs: the session computes the outputs asked for, in that order; a name
+// the model does not output, or one asked for twice, fails the load with one line.
+TEST(SessionOutputs, OnlyThoseAskedForAndClearErrorsOtherwise) {
+  auto load = [](std::vector<std::string> outputs, std::unique_ptr<Session>* s) { return load_two_outputs(outputs, {}, s); };
   std::unique_ptr<Session> s;
   ASSERT_TRUE(load({"d"}, &s).is_ok());
   ASSERT_EQ(s->outputs().size(), 1u);
   EXPECT_EQ(s->outputs()[0].name, "d");
-  std::vector<Tensor> out;
-  ASSERT_TRUE(run(*s, {{"a", floats({1, 2}, {1, -3})}, {"b", floats({1, 2}, {1, 1})}}, &out).is_ok());
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].data<float>()[0], 2.f);
-  EXPECT_EQ(out[0].data<float>()[1], 0.f);
+  EXPECT_EQ(only_output(*s), (std::vector<float>{2.f, 0.f}));
   ASSERT_TRUE(load({"d", "c"}, &s).is_ok());
   EXPECT_EQ(s->outputs()[1].name, "c");
 
@@ -330,25 +339,12 @@ TEST(SessionOutputs, OnlyThoseAskedForAndClearErrorsOtherwise) {
 // SessionOptions::drop_outputs: the named outputs (and the work only they need) are left out;
 // names the model lacks are ignored.
 TEST(SessionOutputs, DroppedOnesAreLeftOutAndAbsentNamesIgnored) {
-  onnx::ModelProto m = add_model();
-  auto* g = m.mutable_graph();
-  add_node(g, "Relu", {"c"}, {"d"}, "relu");
-  add_value_info(g->add_output(), "d", onnx::TensorProto::FLOAT, {-1, -1});
-  auto load = [&](std::vector<std::string> drop, std::unique_ptr<Session>* s) {
-    SessionOptions opts;
-    opts.threads = 2;
-    opts.drop_outputs = std::move(drop);
-    return Session::load_from_bytes(serialize(m), ".", opts, s);
-  };
   std::unique_ptr<Session> s;
-  ASSERT_TRUE(load({"d", "absent"}, &s).is_ok());
+  ASSERT_TRUE(load_two_outputs({}, {"d", "absent"}, &s).is_ok());
   ASSERT_EQ(s->outputs().size(), 1u);
   EXPECT_EQ(s->outputs()[0].name, "c");
-  std::vector<Tensor> out;
-  ASSERT_TRUE(run(*s, {{"a", floats({1, 2}, {1, -3})}, {"b", floats({1, 2}, {1, 1})}}, &out).is_ok());
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].data<float>()[1], -2.f);
-  ASSERT_TRUE(load({"absent"}, &s).is_ok());
+  EXPECT_EQ(only_output(*s), (std::vector<float>{2.f, -2.f}));
+  ASSERT_TRUE(load_two_outputs({}, {"absent"}, &s).is_ok());
   EXPECT_EQ(s->outputs().size(), 2u);
 }
 
