@@ -26,7 +26,7 @@ SessionOptions without_drafts(SessionOptions options, bool draft_heads) {
 
 EncoderDecoderModel::EncoderDecoderModel(const std::string& first_decoder, const std::string& with_past_decoder,
                                          const SessionOptions& options, DType cache_dtype, bool draft_heads)
-    : with_past_(with_past_decoder, without_drafts(options, draft_heads), cache_dtype), draft_heads_(draft_heads) {
+    : with_past_(with_past_decoder, without_drafts(options, draft_heads), cache_dtype) {
   // A merged decoder's first-step half, or decoder_model.onnx as it is.
   first_ = runtime::load_session_fixing_branch(first_decoder, without_drafts(options, draft_heads), "use_cache_branch", false);
   if (draft_heads) {
@@ -75,7 +75,7 @@ Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& pro
   const auto& pairs = with_past_.binding().pairs;
   for (const auto& p : pairs) names.insert(names.end(), {present_of(p.past_key), present_of(p.past_value)});
   for (const auto& c : cross_names_) names.push_back(present_of(c));
-  if (draft_heads_) names.push_back(runtime::CachedDecoder::kDraftOutput);
+  if (draft_heads() > 0) names.push_back(runtime::CachedDecoder::kDraftOutput);
   std::vector<Tensor> out;
   Status s = first_->run({{"input_ids", ids_tensor(prompt)}, {"encoder_hidden_states", runtime::rows_of(states_, row / rows_per_input_, 1)}}, names, &out);
   if (!s) throw Error(s.message());
@@ -95,7 +95,7 @@ Tensor EncoderDecoderModel::prefill(int64_t row, const std::vector<TokenId>& pro
     std::memcpy(runtime::rows_of(cross_[c], slot(row), 1).raw(), present.raw(), present.nbytes());
   }
   cross_row_[row] = row;
-  if (draft_heads_) keep_last_drafts(out.back());
+  if (draft_heads() > 0) keep_last_drafts(out.back());
   const Tensor& logits = out[0];
   int64_t steps = logits.dim(1), vocab = logits.dim(2);
   Tensor last = Tensor::empty(DType::kFloat32, {1, vocab});

@@ -40,7 +40,8 @@ class EncoderDecoderModel final : public StepModel {
   Tensor extend(int64_t row, const std::vector<TokenId>& ids) override;
   void truncate(int64_t row, int64_t length) override;
   void set_greedy_process(runtime::GreedyRowProcess process) override { with_past_.set_greedy_process(std::move(process)); }
-  int64_t draft_heads() const override { return draft_heads_ ? with_past_.draft_heads() : 0; }
+  // The with-past decoder keeps its heads only when they were asked for.
+  int64_t draft_heads() const override { return with_past_.draft_heads(); }
   std::vector<TokenId> draft_guesses(int64_t at, size_t n) const override {
     return drafts_from_prefill_ ? runtime::draft_argmax(drafts_, at, n) : with_past_.draft_guesses(at, n);
   }
@@ -64,7 +65,6 @@ class EncoderDecoderModel final : public StepModel {
   std::vector<int64_t> cross_row_;  // per row: the row whose prompt made its cross keys and values (-1: none)
   std::vector<std::string> cross_names_;  // the with-past decoder's cross-attention inputs
   std::vector<Tensor> cross_;             // per cross input, [rows (1 for one input), heads, frames, dim]
-  bool draft_heads_ = false;
   Tensor drafts_;                     // the last prefill's draft logits, [1, heads, vocab]
   bool drafts_from_prefill_ = false;  // else the last extend's, which with_past_ keeps
 };

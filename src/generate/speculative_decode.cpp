@@ -76,6 +76,12 @@ class DraftHeads final : public Drafter {
   const StepModel& target_;
 };
 
+// What every speculative loop refuses: sampling or beam search, and no proposals.
+void check_request(const DecodeRequest& request, size_t k) {
+  require_greedy_prompts(request, "speculative decoding here");
+  if (k == 0) throw std::invalid_argument("speculative decoding needs at least one proposed token per pass");
+}
+
 std::vector<DecodedSequence> speculate(StepModel& target, Drafter& drafter, const DecodeRequest& request, size_t k,
                                        const LogitsPipeline& pipeline, const DecodeFn& detokenize, DecodeTimings* timings,
                                        SpeculativeStats* stats) {
@@ -157,8 +163,7 @@ std::vector<DecodedSequence> speculate(StepModel& target, Drafter& drafter, cons
 
 std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& draft, const DecodeRequest& request, size_t k,
                                                 const DecodeFn& detokenize, DecodeTimings* timings, SpeculativeStats* stats) {
-  require_greedy_prompts(request, "speculative decoding here");
-  if (k == 0) throw std::invalid_argument("speculative decoding needs at least one proposed token per pass");
+  check_request(request, k);
   const LogitsPipeline pipeline(request.config);
   DraftModel drafter(draft, k, pipeline);
   return speculate(target, drafter, request, k, pipeline, detokenize, timings, stats);
@@ -167,8 +172,7 @@ std::vector<DecodedSequence> speculative_decode(StepModel& target, StepModel& dr
 std::vector<DecodedSequence> head_speculative_decode(StepModel& target, const DecodeRequest& request, size_t k,
                                                      const DecodeFn& detokenize, DecodeTimings* timings,
                                                      SpeculativeStats* stats) {
-  require_greedy_prompts(request, "speculative decoding here");
-  if (k == 0) throw std::invalid_argument("speculative decoding needs at least one proposed token per pass");
+  check_request(request, k);
   const int64_t heads = target.draft_heads();
   if (heads == 0) throw std::invalid_argument("the decoder has no draft heads (an output draft_logits) to propose tokens");
   if (static_cast<int64_t>(k) > heads)

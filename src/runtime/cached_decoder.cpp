@@ -271,7 +271,8 @@ Tensor CachedDecoder::run_step(KvCache& cache, const std::vector<int64_t>& lengt
         (draft_head_ && d.dim(3) != draft_head_->dim()))
       throw Error(std::string("the decoder's ") + kDraftOutput + " are " + dtype_name(d.dtype()) + " " + shape_str(d.shape()) +
                   ", expected float32 [1, " + std::to_string(S) + ", " + std::to_string(draft_heads_) + ", vocab]");
-    drafts_ = Tensor::empty(DType::kFloat32, {S, d.dim(2), d.dim(3)});
+    const Shape shape = {S, d.dim(2), d.dim(3)};
+    if (!drafts_.defined() || drafts_.shape() != shape) drafts_ = Tensor::empty(DType::kFloat32, shape);  // one buffer while S holds
     std::memcpy(drafts_.raw(), d.raw(), d.nbytes());
   }
   const Tensor& logits = out[0];  // or the head's input
