@@ -205,6 +205,21 @@ def trace_compute_flops(trace):
     return trace_matmul_flops(trace) + convs
 
 
+def trace_roofline_seconds(trace, gflops, gbps):
+    """A profile's MatMul and Conv time as a roofline predicts it: each event takes the longer of
+    its FLOPs at `gflops` and reading its constant weight (a 2-D MatMul operand, a Conv's
+    kernel; float32) at `gbps`. With few rows a product cannot run faster than its weights
+    stream from DRAM, however few FLOPs it has left."""
+    total = 0.0
+    for ins, out in trace_shapes(trace, "MatMul"):
+        weight = int(np.prod(ins[1])) * 4 if len(ins[1]) == 2 else 0
+        total += max(2 * int(np.prod(out)) * ins[0][-1] / (gflops * 1e9), weight / (gbps * 1e9))
+    for ins, out in trace_shapes(trace, "Conv"):
+        total += max(2 * int(np.prod(out)) * int(np.prod(ins[1][1:])) / (gflops * 1e9),
+                     int(np.prod(ins[1])) * 4 / (gbps * 1e9))
+    return total
+
+
 def matmul_flops(mminfer, path, files, work):
     """MatMul FLOPs of one run at the shapes really executed: a profile of mminfer at opt-level 0,
     where each MatMul of the file is one event."""
