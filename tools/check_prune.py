@@ -192,32 +192,36 @@ def trace_shapes(trace, op_type):
         yield ([[int(x) for x in i.strip().split("x")] for i in ins.split(",")], [int(x) for x in out.strip().split("x")])
 
 
+def trace_matmul_products(trace):
+    """(FLOPs, constant weight bytes) of each MatMul event: 2 x the output's size x the shared
+    dimension; a 2-D second operand is a float32 weight, a batched one (attention) is not."""
+    for ins, out in trace_shapes(trace, "MatMul"):
+        yield 2 * int(np.prod(out)) * ins[0][-1], int(np.prod(ins[1])) * 4 if len(ins[1]) == 2 else 0
+
+
+def trace_conv_products(trace):
+    """(FLOPs, weight bytes) of each Conv event: 2 x the output's size x the weight's size per
+    output channel (a ViT's patch embedding, which token merging leaves as it is)."""
+    for ins, out in trace_shapes(trace, "Conv"):
+        yield 2 * int(np.prod(out)) * int(np.prod(ins[1][1:])), int(np.prod(ins[1])) * 4
+
+
 def trace_matmul_flops(trace):
-    """MatMul FLOPs in a profile: 2 x the output's size x the shared dimension, per event."""
-    return sum(2 * int(np.prod(out)) * ins[0][-1] for ins, out in trace_shapes(trace, "MatMul"))
+    """MatMul FLOPs in a profile."""
+    return sum(f for f, _ in trace_matmul_products(trace))
 
 
 def trace_compute_flops(trace):
-    """MatMul and Conv FLOPs in a profile: the MatMuls as trace_matmul_flops counts them, plus
-    2 x each Conv's output size x its weight's size per output channel (a ViT's patch embedding,
-    which token merging leaves as it is)."""
-    convs = sum(2 * int(np.prod(out)) * int(np.prod(ins[1][1:])) for ins, out in trace_shapes(trace, "Conv"))
-    return trace_matmul_flops(trace) + convs
+    """MatMul and Conv FLOPs in a profile."""
+    return trace_matmul_flops(trace) + sum(f for f, _ in trace_conv_products(trace))
 
 
 def trace_roofline_seconds(trace, gflops, gbps):
     """A profile's MatMul and Conv time as a roofline predicts it: each event takes the longer of
-    its FLOPs at `gflops` and reading its constant weight (a 2-D MatMul operand, a Conv's
-    kernel; float32) at `gbps`. With few rows a product cannot run faster than its weights
-    stream from DRAM, however few FLOPs it has left."""
-    total = 0.0
-    for ins, out in trace_shapes(trace, "MatMul"):
-        weight = int(np.prod(ins[1])) * 4 if len(ins[1]) == 2 else 0
-        total += max(2 * int(np.prod(out)) * ins[0][-1] / (gflops * 1e9), weight / (gbps * 1e9))
-    for ins, out in trace_shapes(trace, "Conv"):
-        total += max(2 * int(np.prod(out)) * int(np.prod(ins[1][1:])) / (gflops * 1e9),
-                     int(np.prod(ins[1])) * 4 / (gbps * 1e9))
-    return total
+    its FLOPs at `gflops` and reading its weight at `gbps`. With few rows a product cannot run
+    faster than its weights stream from DRAM, however few FLOPs it has left."""
+    products = list(trace_matmul_products(trace)) + list(trace_conv_products(trace))
+    return sum(max(f / (gflops * 1e9), w / (gbps * 1e9)) for f, w in products)
 
 
 def matmul_flops(mminfer, path, files, work):
