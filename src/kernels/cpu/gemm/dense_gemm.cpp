@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/cpu_features.h"
 #include "core/parallel.h"
 #include "kernels/cpu/common/kernel.h"
 #include "kernels/cpu/gemm/dnnl_isa.h"
@@ -48,7 +49,9 @@ ConstWeightGemm::ConstWeightGemm(const float* w, int64_t K, int64_t N, bool w_tr
   // copy of it is needed later: other row counts repack from this packing if they differ.
   if (K_ > 0 && N_ > 0) {
     try {
-      packed_.get(plain, epilogue_matmul(kTypicalRows, K_, N_, dt::f32, nullptr, false, false, act_).weights_desc());
+      dnnl::memory packed =
+          packed_.get(plain, epilogue_matmul(kTypicalRows, K_, N_, dt::f32, nullptr, false, false, act_).weights_desc());
+      if (cpu_features().avx512f && panel_gemm_matches_onednn()) panels_ = panels_of(packed);
     } catch (const dnnl::error& e) {
       fail_dnnl("matmul primitive", e);
     }
@@ -97,6 +100,17 @@ ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M, bool sum) {
   }
 }
 
+std::vector<dnnl::eltwise_forward>& ConstWeightGemm::activation_for(int64_t M) {
+  auto it = activations_.find(M);
+  if (it != activations_.end()) return it->second;
+  if (activations_.size() >= 32) activations_.erase(activations_.begin());
+  try {
+    return activations_.emplace(M, eltwise_chain(act_, {{M, N_}, dt::f32, tag::ab})).first->second;
+  } catch (const dnnl::error& e) {
+    fail_dnnl("eltwise primitive", e);
+  }
+}
+
 void ConstWeightGemm::run(const float* a, int64_t M, float* y, const float* residual) {
   if (M <= 0 || N_ <= 0) return;
   if (K_ == 0) {
@@ -106,6 +120,12 @@ void ConstWeightGemm::run(const float* a, int64_t M, float* y, const float* resi
   }
   if (residual && residual != y) std::memcpy(y, residual, static_cast<size_t>(M * N_) * sizeof(float));
   std::lock_guard<std::mutex> lock(mu_);
+  if (panels_.base && M <= kPanelGemmMaxRows) {
+    panel_gemm(panels_, K_, N_, a, M, y, residual != nullptr, bias_.empty() ? nullptr : bias_.data());
+    if (!fused_act_) apply_epilogue(y, M, N_, nullptr, act_);
+    else if (!act_.identity()) run_eltwise_chain(activation_for(M), y, {{M, N_}, dt::f32, tag::ab});
+    return;
+  }
   Plan& plan = plan_for(M, residual != nullptr);
   dnnl::memory a_mem({{M, K_}, dt::f32, tag::ab}, dnnl_engine(), const_cast<float*>(a));
   run_epilogue_matmul(plan.prim, a_mem, plan.weights, bias_.empty() ? nullptr : &bias_mem_, y, M, N_, "matmul");

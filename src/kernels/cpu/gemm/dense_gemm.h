@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/gemm/dnnl_util.h"
 #include "kernels/cpu/gemm/epilogue.h"
+#include "kernels/cpu/gemm/panel_gemm.h"
 #include "kernels/cpu/quantization/quantize_rows.h"
 
 namespace mminfer::kernels {
@@ -31,7 +32,9 @@ class PackedGemm {
 
 // FP32: W is reordered once, at construction, into the layout oneDNN prefers (and again from
 // that packing if another M prefers another); a matmul primitive (bias, residual sum and
-// activation fused) is kept per M.
+// activation fused) is kept per M. Up to kPanelGemmMaxRows rows, on CPUs where oneDNN packs W in
+// 64-column panels, panel_gemm runs on that packing instead (same bits, the weights' stream
+// overlapped with the multiply-adds), then oneDNN's eltwise for the activation.
 class ConstWeightGemm final : public PackedGemm {
  public:
   // `w` is K x N row-major, or N x K when `w_transposed`; it is copied, scaled by `alpha`.
@@ -48,6 +51,8 @@ class ConstWeightGemm final : public PackedGemm {
     dnnl::memory weights;  // in the primitive's layout
   };
   Plan& plan_for(int64_t M, bool sum);
+  // The activation as eltwise primitives on M x N, in oneDNN's post-op order (panel_gemm's rows).
+  std::vector<dnnl::eltwise_forward>& activation_for(int64_t M);
   static constexpr int64_t kTypicalRows = 64;  // the row count the first packing is chosen for
 
   int64_t K_, N_;
@@ -56,6 +61,8 @@ class ConstWeightGemm final : public PackedGemm {
   std::vector<float> bias_;
   dnnl::memory bias_mem_;
   std::map<std::pair<int64_t, bool>, Plan> plans_;
+  std::map<int64_t, std::vector<dnnl::eltwise_forward>> activations_;
+  WeightPanels panels_;  // the first packing as panel_gemm reads it; empty where it cannot
   PackedWeightCache packed_;
   std::mutex mu_;
 };

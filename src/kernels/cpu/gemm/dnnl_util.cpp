@@ -90,6 +90,30 @@ bool append_activation(dnnl::post_ops& ops, const Activation& act) {
   return true;
 }
 
+std::vector<dnnl::eltwise_forward> eltwise_chain(const Activation& act, const dnnl::memory::desc& md) {
+  dnnl::post_ops ops;
+  if (!append_activation(ops, act)) fail("activation has no oneDNN eltwise");
+  std::vector<dnnl::eltwise_forward> chain;
+  for (int i = 0; i < ops.len(); ++i) {
+    float scale = 1.f, alpha = 0.f, beta = 0.f;
+    dnnl::algorithm alg;
+    ops.get_params_eltwise(i, scale, alg, alpha, beta);
+    dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference, alg, md, alpha, beta);
+    chain.emplace_back(dnnl::eltwise_forward::primitive_desc(desc, dnnl_engine()));
+  }
+  return chain;
+}
+
+void run_eltwise_chain(std::vector<dnnl::eltwise_forward>& chain, float* data, const dnnl::memory::desc& md) {
+  dnnl::memory mem(md, dnnl_engine(), data);
+  try {
+    for (auto& prim : chain) prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, mem}, {DNNL_ARG_DST, mem}});
+    dnnl_stream().wait();
+  } catch (const dnnl::error& e) {
+    fail_dnnl("eltwise", e);
+  }
+}
+
 dnnl::memory reorder_if_needed(const dnnl::memory& src, const dnnl::memory::desc& want) {
   if (src.get_desc() == want) return src;
   dnnl::memory dst(want, dnnl_engine());

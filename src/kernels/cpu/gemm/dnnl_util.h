@@ -27,6 +27,12 @@ dnnl::memory::desc channels_last_desc(const std::vector<int64_t>& nchw_dims);
 // oneDNN has no equivalent.
 bool append_activation(dnnl::post_ops& ops, const Activation& act);
 
+// The activation (then its scale and shift) as a chain of in-place eltwise primitives on `md`:
+// the same functions, in the same order and to the same bits, as append_activation's post-ops.
+std::vector<dnnl::eltwise_forward> eltwise_chain(const Activation& act, const dnnl::memory::desc& md);
+// Runs such a chain in place on `data`, laid out as `md`.
+void run_eltwise_chain(std::vector<dnnl::eltwise_forward>& chain, float* data, const dnnl::memory::desc& md);
+
 // Copies `src` (described by src_md) into a new memory of `want` layout, or returns it as is
 // when the layouts already agree.
 dnnl::memory reorder_if_needed(const dnnl::memory& src, const dnnl::memory::desc& want);
