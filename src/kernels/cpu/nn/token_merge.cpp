@@ -9,29 +9,47 @@
 // token (cosine of the metric) is its match; the r A tokens with the most similar matches merge
 // into them, as the size-weighted mean of features. The rest keep their order, so r = 0 changes
 // nothing. r' is r capped by the A tokens that may merge.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "core/parallel.h"
 #include "kernels/cpu/common/registry.h"
-#include "kernels/cpu/gemm/dense_gemm.h"
 
 namespace mminfer::kernels {
 
 namespace {
 
-// 1 / |row|, or 0 for a zero row. Sixteen partial sums, so the loop runs in vector lanes rather
-// than as one chain of dependent adds (which made the norms most of this op's time).
-float inverse_norm(const float* row, int64_t c) {
-  constexpr int64_t kLanes = 16;
-  float part[kLanes] = {};
+// Dot products of row x with rows y[0..Q), each in two 8-lane chains, so that 2 x Q chains
+// of multiply-adds run at once rather than one chain of dependent adds. (The similarity matrix
+// is a few dozen rows square: a GEMM library call cost more in threading than its arithmetic.)
+template <int Q>
+void dots(const float* x, const float* const* y, int64_t c, float* out) {
+  __m256 acc[Q][2];
+  for (int q = 0; q < Q; ++q) acc[q][0] = acc[q][1] = _mm256_setzero_ps();
   int64_t k = 0;
-  for (; k + kLanes <= c; k += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) part[l] += row[k + l] * row[k + l];
-  float n = 0;
-  for (float p : part) n += p;
-  for (; k < c; ++k) n += row[k] * row[k];
+  for (; k + 16 <= c; k += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+    for (int q = 0; q < Q; ++q) {
+      acc[q][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(y[q] + k), acc[q][0]);
+      acc[q][1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(y[q] + k + 8), acc[q][1]);
+    }
+  }
+  for (int q = 0; q < Q; ++q) {
+    alignas(32) float lane[8];
+    _mm256_store_ps(lane, _mm256_add_ps(acc[q][0], acc[q][1]));
+    float sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+    for (int64_t e = k; e < c; ++e) sum += x[e] * y[q][e];
+    out[q] = sum;
+  }
+}
+
+// 1 / |row|, or 0 for a zero row.
+float inverse_norm(const float* row, int64_t c) {
+  float n;
+  dots<1>(row, &row, c, &n);
   return n > 0 ? 1.f / std::sqrt(n) : 0.f;
 }
 
@@ -67,26 +85,31 @@ class TokenMergeKernel final : public Kernel {
       const float* mb = ms + b * t * c;
       std::vector<float> size(static_cast<size_t>(t), 1.f);
       if (size_in) std::copy_n(size_in->data<float>() + b * t, t, size.begin());
-      // Cosine similarity needs unit rows.
-      std::vector<float> unit(static_cast<size_t>(t * c));
-      for (int64_t i = 0; i < t; ++i) {
-        const float inv = inverse_norm(mb + i * c, c);
-        for (int64_t k = 0; k < c; ++k) unit[i * c + k] = mb[i * c + k] * inv;
-      }
-      // Each mergeable A token's best B match: one product of the A rows by the B rows.
-      std::vector<int64_t> a_tokens, b_tokens, match;
+      // Cosine similarity: the rows' dot products over their norms (no normalized copy, which
+      // for a ViT's width cost more in fresh memory than the products themselves).
+      std::vector<float> inv_norm(static_cast<size_t>(t));
+      for (int64_t i = 0; i < t; ++i) inv_norm[i] = inverse_norm(mb + i * c, c);
+      // Each mergeable A token's best B match.
+      std::vector<int64_t> a_tokens, b_tokens;
       for (int64_t i = protect_first_ ? 2 : 0; i < t; i += 2) a_tokens.push_back(i);
       for (int64_t j = 1; j < t; j += 2) b_tokens.push_back(j);
-      const int64_t na = static_cast<int64_t>(a_tokens.size()), nb = static_cast<int64_t>(b_tokens.size());
-      std::vector<float> ua(static_cast<size_t>(na * c)), ub(static_cast<size_t>(nb * c)), sim(static_cast<size_t>(na * nb));
-      for (int64_t i = 0; i < na; ++i) std::copy_n(&unit[a_tokens[i] * c], c, &ua[i * c]);
-      for (int64_t j = 0; j < nb; ++j) std::copy_n(&unit[b_tokens[j] * c], c, &ub[j * c]);
-      if (na > 0 && nb > 0) sgemm(false, true, na, nb, c, 1.f, ua.data(), c, ub.data(), c, 0.f, sim.data(), nb);
-      std::vector<float> score(static_cast<size_t>(na), -INFINITY);
-      match.assign(static_cast<size_t>(na), -1);
-      for (int64_t i = 0; i < na; ++i)
-        for (int64_t j = 0; j < nb; ++j)
-          if (sim[i * nb + j] > score[i]) score[i] = sim[i * nb + j], match[i] = b_tokens[j];
+      std::vector<float> score(a_tokens.size(), -INFINITY);
+      std::vector<int64_t> match(a_tokens.size(), -1);
+      for (size_t i = 0; i < a_tokens.size(); ++i) {
+        const float* ma = mb + a_tokens[i] * c;
+        for (size_t j0 = 0; j0 < b_tokens.size(); j0 += 4) {
+          const int q = static_cast<int>(std::min<size_t>(4, b_tokens.size() - j0));
+          const float* rows[4];
+          float dot[4];
+          for (int p = 0; p < q; ++p) rows[p] = mb + b_tokens[j0 + p] * c;
+          if (q == 4) dots<4>(ma, rows, c, dot);
+          else for (int p = 0; p < q; ++p) dots<1>(ma, &rows[p], c, &dot[p]);
+          for (int p = 0; p < q; ++p) {
+            const float sim = dot[p] * inv_norm[a_tokens[i]] * inv_norm[b_tokens[j0 + p]];
+            if (sim > score[i]) score[i] = sim, match[i] = b_tokens[j0 + p];
+          }
+        }
+      }
       std::vector<size_t> order(a_tokens.size());
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](size_t p, size_t q) { return score[p] > score[q]; });
