@@ -101,62 +101,77 @@ void run_tile(const TileArgs& t, int rows) {
   }
 }
 
+
 __mmask16 column_mask(int64_t cols) { return cols >= 16 ? 0xFFFF : cols <= 0 ? 0 : (1u << cols) - 1; }
+
+struct Product {
+  const WeightPanels& w;
+  int64_t K, N, M;
+  const float* a;
+  float* y;
+  bool residual_in_y;
+  const float* bias;
+};
+
+// Panel j of y, chunk by chunk, prefetching as it goes the chunk after (of this panel, or the
+// first of panel `then`, the one this thread does next; -1 for none).
+void run_panel(const Product& p, int64_t j, int64_t then) {
+  alignas(64) float part[kPanelGemmMaxRows * kPanelWidth];
+  alignas(64) float sum[kPanelGemmMaxRows * kPanelWidth];
+  alignas(64) float bias_panel[kPanelWidth];
+  const int64_t K = p.K, M = p.M;
+  const int64_t block = onednn_k_block(K);
+  const int64_t row_tiles = (M + kTileRows - 1) / kTileRows;
+  const int64_t n0 = j * kPanelWidth, cols = std::min(kPanelWidth, p.N - n0);
+  const float* panel = p.w.base + j * p.w.panel_stride;
+  TileArgs t{};
+  t.lda = K;
+  t.ldy = p.N;
+  for (int v = 0; v < 4; ++v) t.mask[v] = column_mask(cols - 16 * v);
+  if (p.bias) {
+    std::fill(bias_panel, bias_panel + kPanelWidth, 0.f);
+    std::copy(p.bias + n0, p.bias + n0 + cols, bias_panel);
+    t.bias = bias_panel;
+  }
+  t.residual = p.residual_in_y;
+  for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+    t.kc = std::min(kChunk, K - k0);
+    t.w = panel + k0 * kPanelWidth;
+    const int64_t k1 = k0 + t.kc;
+    t.resume = k0 % block != 0;
+    t.first_block = k0 < block;
+    t.end = k1 == K ? TileEnd::kLast : k1 % block == 0 ? TileEnd::kBlock : TileEnd::kPartial;
+    const float* next = nullptr;
+    int64_t next_rows = 0;
+    if (k1 < K) next = panel + k1 * kPanelWidth, next_rows = std::min(kChunk, K - k1);
+    else if (then >= 0) next = p.w.base + then * p.w.panel_stride, next_rows = std::min(kChunk, K);
+    const int64_t next_lines = next_rows * kPanelWidth * static_cast<int64_t>(sizeof(float)) / 64;
+    int64_t m0 = 0;
+    for (int64_t i = 0; i < row_tiles; ++i) {
+      const int rows = static_cast<int>((M - m0 + row_tiles - i - 1) / (row_tiles - i));
+      const int64_t l0 = next_lines * i / row_tiles, l1 = next_lines * (i + 1) / row_tiles;
+      t.prefetch = next ? reinterpret_cast<const char*>(next) + l0 * 64 : nullptr;
+      t.prefetch_lines = next ? l1 - l0 : 0;
+      t.a = p.a + m0 * K + k0;
+      t.part = part + m0 * kPanelWidth;
+      t.sum = sum + m0 * kPanelWidth;
+      t.y = p.y + m0 * p.N + n0;
+      run_tile(t, rows);
+      m0 += rows;
+    }
+  }
+}
 
 }  // namespace
 
 void panel_gemm(const WeightPanels& w, int64_t K, int64_t N, const float* a, int64_t M, float* y,
                 bool residual_in_y, const float* bias) {
   if (M <= 0 || N <= 0 || K <= 0) return;
+  const Product p{w, K, N, M, a, y, residual_in_y, bias};
   const int64_t panels = (N + kPanelWidth - 1) / kPanelWidth;
-  const int64_t block = onednn_k_block(K);
-  const int64_t row_tiles = (M + kTileRows - 1) / kTileRows;
   const int64_t threads = std::max(1, num_threads());
   parallel_for(panels, std::max<int64_t>(1, (panels + threads - 1) / threads), [&](int64_t j0, int64_t j1) {
-    alignas(64) float part[kPanelGemmMaxRows * kPanelWidth];
-    alignas(64) float sum[kPanelGemmMaxRows * kPanelWidth];
-    alignas(64) float bias_panel[kPanelWidth];
-    for (int64_t j = j0; j < j1; ++j) {
-      const int64_t n0 = j * kPanelWidth, cols = std::min(kPanelWidth, N - n0);
-      const float* panel = w.base + j * w.panel_stride;
-      TileArgs t{};
-      t.lda = K;
-      t.ldy = N;
-      for (int v = 0; v < 4; ++v) t.mask[v] = column_mask(cols - 16 * v);
-      if (bias) {
-        std::fill(bias_panel, bias_panel + kPanelWidth, 0.f);
-        std::copy(bias + n0, bias + n0 + cols, bias_panel);
-        t.bias = bias_panel;
-      }
-      t.residual = residual_in_y;
-      for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
-        t.kc = std::min(kChunk, K - k0);
-        t.w = panel + k0 * kPanelWidth;
-        const int64_t k1 = k0 + t.kc;
-        t.resume = k0 % block != 0;
-        t.first_block = k0 < block;
-        t.end = k1 == K ? TileEnd::kLast : k1 % block == 0 ? TileEnd::kBlock : TileEnd::kPartial;
-        // The chunk this thread reads next: this panel's, or the start of its next panel.
-        const float* next = nullptr;
-        int64_t next_rows = 0;
-        if (k1 < K) next = panel + k1 * kPanelWidth, next_rows = std::min(kChunk, K - k1);
-        else if (j + 1 < j1) next = w.base + (j + 1) * w.panel_stride, next_rows = std::min(kChunk, K);
-        const int64_t next_lines = next_rows * kPanelWidth * sizeof(float) / 64;
-        int64_t m0 = 0;
-        for (int64_t i = 0; i < row_tiles; ++i) {
-          const int rows = static_cast<int>((M - m0 + row_tiles - i - 1) / (row_tiles - i));
-          const int64_t l0 = next_lines * i / row_tiles, l1 = next_lines * (i + 1) / row_tiles;
-          t.prefetch = next ? reinterpret_cast<const char*>(next) + l0 * 64 : nullptr;
-          t.prefetch_lines = next ? l1 - l0 : 0;
-          t.a = a + m0 * K + k0;
-          t.part = part + m0 * kPanelWidth;
-          t.sum = sum + m0 * kPanelWidth;
-          t.y = y + m0 * N + n0;
-          run_tile(t, rows);
-          m0 += rows;
-        }
-      }
-    }
+    for (int64_t j = j0; j < j1; ++j) run_panel(p, j, j + 1 < j1 ? j + 1 : -1);
   });
 }
 
