@@ -8,6 +8,7 @@
 #include "cli/huge_pages.h"
 #include "core/cpu_features.h"
 #include "kernels/cpu/gemm/dnnl_isa.h"
+#include "kernels/cpu/gemm/panel_gemm.h"
 #include "mminfer/version.h"
 #include "mminfer/status.h"
 
@@ -51,6 +52,8 @@ int print_version() {
   std::printf("cpu path: %s\n", mminfer::cpu_isa_name(mminfer::cpu_features()).c_str());
   std::printf("oneDNN %d.%d.%d, running %s\n", dnnl->major, dnnl->minor, dnnl->patch,
               mminfer::kernels::dnnl_isa_name(mminfer::kernels::dnnl_effective_isa()));
+  std::printf("FP32 products of up to %ld rows: %s\n", static_cast<long>(mminfer::kernels::kPanelGemmMaxRows),
+              mminfer::kernels::panel_gemm_in_use() ? "panel_gemm (oneDNN's bits)" : "oneDNN");
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "kernels/cpu/gemm/dense_gemm.h"
 
 namespace mminfer::kernels {
@@ -66,6 +67,17 @@ bool panel_gemm_matches_onednn() {
     }
   }();
   return matches;
+}
+
+bool onednn_packs_panels(int64_t K, int64_t N) {
+  std::vector<float> w(K * N);
+  dnnl::memory plain({{K, N}, dt::f32, tag::ab}, dnnl_engine(), w.data());
+  PackedWeights packed = pack_weights(plain, epilogue_matmul(64, K, N, dt::f32, nullptr, false, false, {}).weights_desc());
+  return panels_of(packed.mem).base != nullptr;
+}
+
+bool panel_gemm_in_use() {
+  return cpu_features().avx512f && onednn_packs_panels(768, 768) && panel_gemm_matches_onednn();
 }
 
 }  // namespace mminfer::kernels

@@ -36,6 +36,13 @@ WeightPanels panels_of(const dnnl::memory& packed);
 // a few small products); ConstWeightGemm uses it only then. Needs AVX-512F.
 bool panel_gemm_matches_onednn();
 
+// Whether oneDNN packs K x N FP32 weights (for its matmul) in the panels panel_gemm reads.
+bool onednn_packs_panels(int64_t K, int64_t N);
+
+// Whether ConstWeightGemm runs panel_gemm here: AVX-512, oneDNN packing in panels, and its
+// bits reproduced.
+bool panel_gemm_in_use();
+
 // y[M,N] = (a[M,K]·W + bias) + y when `residual_in_y`, else a·W + bias; bias may be null;
 // 1 <= M <= kPanelGemmMaxRows. Needs AVX-512F.
 void panel_gemm(const WeightPanels& w, int64_t K, int64_t N, const float* a, int64_t M, float* y,
