@@ -4,10 +4,8 @@
 // activation quantizer alone. Prints GFLOPS (INT8: the same 2·M·N·K counted as operations);
 // asserts nothing.
 //
-// Build (after building the engine in build-dnnl):
-//   g++ -O2 -std=c++20 -march=x86-64-v3 -fopenmp -Iinclude -Isrc bench/gemm_peak.cpp \
-//       build-dnnl/libmminfer_engine.a -ldnnl -lbenchmark -lpthread -o build-dnnl/gemm_peak
-//   OMP_NUM_THREADS=2 build-dnnl/gemm_peak
+// Build: cmake --build build --target bench_gemm_peak (into build/bench/)
+//   OMP_NUM_THREADS=2 build/bench/gemm_peak
 #include <benchmark/benchmark.h>
 
 #include <random>

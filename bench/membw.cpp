@@ -5,10 +5,8 @@
 // weight tiled by column (4, tiled; CPUs with AVX-512 VNNI, where loading picks that layout).
 // Prints one line per figure and a JSON line at the end; asserts nothing.
 //
-// Build (after building the engine in build/):
-//   g++ -O2 -std=c++20 -march=x86-64-v3 -fopenmp -Iinclude -Isrc bench/membw.cpp \
-//       build/libmminfer_engine.a -ldnnl -lpthread -o out/bench/membw
-//   out/bench/membw [RUNS] [--dram-only]   (--dram-only: the bandwidth line and its JSON alone)
+// Build: cmake --build build --target bench_membw (into build/bench/)
+//   build/bench/membw [RUNS] [--dram-only]   (--dram-only: the bandwidth line and its JSON alone)
 #include <immintrin.h>
 #include <omp.h>
 

@@ -5,10 +5,8 @@
 // rounds; one line per shape and row count, with whether both gave the same bits. Asserts
 // nothing.
 //
-// Build (after building the engine in build/):
-//   g++ -O2 -std=c++20 -march=x86-64-v3 -fopenmp -Iinclude -Isrc bench/panel_gemm.cpp \
-//       build/libmminfer_engine.a -ldnnl -lpthread -o build/panel_gemm
-//   OMP_NUM_THREADS=2 build/panel_gemm
+// Build: cmake --build build --target bench_panel_gemm (into build/bench/)
+//   OMP_NUM_THREADS=2 build/bench/panel_gemm
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

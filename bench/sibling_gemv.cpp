@@ -6,9 +6,7 @@
 // not DRAM. Prints the 10th percentile of 3,000 calls (steadier than a median on a busy host);
 // asserts nothing.
 //
-// Build (after building the engine in build/):
-//   g++ -O2 -std=c++20 -march=x86-64-v3 -fopenmp -Iinclude -Isrc bench/sibling_gemv.cpp \
-//       build/libmminfer_engine.a -ldnnl -lpthread -o out/bench/sibling_gemv
+// Build: cmake --build build --target bench_sibling_gemv (into build/bench/)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // The machine's u8·s8 dot-product ceiling: independent AVX512_VNNI vpdpbusd chains on every
 // thread, no memory traffic. INT8 GEMM floors are MACs over this rate. Prints; asserts nothing.
-//   g++ -O2 -mavx512f -mavx512vnni -fopenmp bench/vnni_peak.cpp && OMP_NUM_THREADS=2 ./a.out
+// Build: cmake --build build --target bench_vnni_peak; OMP_NUM_THREADS=2 build/bench/vnni_peak
 #include <immintrin.h>
 #include <omp.h>
 
