@@ -63,8 +63,7 @@ TEST_F(PanelGemm, MatchesDoubleLoopsOnOddShapes) {
     std::vector<float> w = normal(c.K * c.N, seed++), a = normal(c.M * c.K, seed++), z = normal(c.M * c.N, seed++);
     std::vector<float> bias = normal(c.N, seed++);
     dnnl::memory plain({{c.K, c.N}, dt::f32, tag::ab}, kernels::dnnl_engine(), w.data());
-    PackedWeights packed =
-        pack_weights(plain, epilogue_matmul(64, c.K, c.N, dt::f32, nullptr, false, false, {}).weights_desc());
+    PackedWeights packed = pack_weights(plain, const_weight_desc(c.K, c.N));
     WeightPanels panels = panels_of(packed.mem);
     if (!panels.base) continue;  // oneDNN keeps a plain layout for some shapes (K = 1)
     std::vector<float> y = c.residual ? z : std::vector<float>(c.M * c.N);

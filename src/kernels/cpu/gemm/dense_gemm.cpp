@@ -3,7 +3,6 @@
 #include <cstring>
 #include <string>
 
-#include "core/cpu_features.h"
 #include "core/parallel.h"
 #include "kernels/cpu/common/kernel.h"
 #include "kernels/cpu/gemm/dnnl_isa.h"
@@ -49,13 +48,17 @@ ConstWeightGemm::ConstWeightGemm(const float* w, int64_t K, int64_t N, bool w_tr
   // copy of it is needed later: other row counts repack from this packing if they differ.
   if (K_ > 0 && N_ > 0) {
     try {
-      dnnl::memory packed =
-          packed_.get(plain, epilogue_matmul(kTypicalRows, K_, N_, dt::f32, nullptr, false, false, act_).weights_desc());
-      if (cpu_features().avx512f && panel_gemm_matches_onednn()) panels_ = panels_of(packed);
+      dnnl::memory packed = packed_.get(plain, const_weight_desc(K_, N_));
+      if (panel_gemm_in_use()) panels_ = panels_of(packed);
     } catch (const dnnl::error& e) {
       fail_dnnl("matmul primitive", e);
     }
   }
+}
+
+dnnl::memory::desc const_weight_desc(int64_t K, int64_t N) {
+  constexpr int64_t kTypicalRows = 64;
+  return epilogue_matmul(kTypicalRows, K, N, dt::f32, nullptr, false, false, {}).weights_desc();
 }
 
 dnnl::matmul::primitive_desc epilogue_matmul(int64_t M, int64_t K, int64_t N, dt type, const dnnl::memory* bias,

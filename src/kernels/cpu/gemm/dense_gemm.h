@@ -53,7 +53,6 @@ class ConstWeightGemm final : public PackedGemm {
   Plan& plan_for(int64_t M, bool sum);
   // The activation as eltwise primitives on M x N, in oneDNN's post-op order (panel_gemm's rows).
   std::vector<dnnl::eltwise_forward>& activation_for(int64_t M);
-  static constexpr int64_t kTypicalRows = 64;  // the row count the first packing is chosen for
 
   int64_t K_, N_;
   Activation act_;
@@ -66,6 +65,10 @@ class ConstWeightGemm final : public PackedGemm {
   PackedWeightCache packed_;
   std::mutex mu_;
 };
+
+// The layout ConstWeightGemm packs K x N FP32 weights in first: oneDNN's choice for its
+// matmul at a typical row count (64).
+dnnl::memory::desc const_weight_desc(int64_t K, int64_t N);
 
 // The matmul Y[M,N] (f32) = A[M,K] (`type`) · W[K,N] (`type`, layout left to oneDNN) + bias
 // (f32 [1,N], when `bias` is non-null) with the residual sum (Y holds it already) and `act`

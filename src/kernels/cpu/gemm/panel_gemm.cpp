@@ -41,7 +41,7 @@ bool same_bits(int64_t M, int64_t K, int64_t N, bool with_bias, bool residual, u
   dnnl::memory plain({{K, N}, dt::f32, tag::ab}, dnnl_engine(), w.data());
   dnnl::memory bias_mem({{1, N}, dt::f32, tag::ab}, dnnl_engine(), bias.data());
   const dnnl::memory* b = with_bias ? &bias_mem : nullptr;
-  PackedWeights packed = pack_weights(plain, epilogue_matmul(64, K, N, dt::f32, nullptr, false, false, {}).weights_desc());
+  PackedWeights packed = pack_weights(plain, const_weight_desc(K, N));
   WeightPanels panels = panels_of(packed.mem);
   if (!panels.base) return false;
   auto pd = epilogue_matmul(M, K, N, dt::f32, b, residual, false, {});
@@ -55,29 +55,23 @@ bool same_bits(int64_t M, int64_t K, int64_t N, bool with_bias, bool residual, u
 
 }  // namespace
 
-bool panel_gemm_matches_onednn() {
+bool onednn_packs_panels(int64_t K, int64_t N) {
+  return panels_of(dnnl::memory(const_weight_desc(K, N), dnnl_engine())).base != nullptr;
+}
+
+bool panel_gemm_in_use() {
   // One K per summing regime (one block, blocks of 512, blocks of 1,024, each with a ragged
-  // end), few columns so that oneDNN has the least to split among threads.
-  static const bool matches = [] {
+  // end), few columns so that oneDNN has the least to split among threads. Once per process.
+  static const bool in_use = [] {
     try {
-      return same_bits(3, 200, 100, true, true, 1) && same_bits(7, 768, 64, true, false, 2) &&
-             same_bits(2, 1500, 130, false, true, 3) && same_bits(6, 2100, 64, true, true, 4);
+      return cpu_features().avx512f && same_bits(3, 200, 100, true, true, 1) &&
+             same_bits(7, 768, 64, true, false, 2) && same_bits(2, 1500, 130, false, true, 3) &&
+             same_bits(6, 2100, 64, true, true, 4);
     } catch (const std::exception&) {
       return false;
     }
   }();
-  return matches;
-}
-
-bool onednn_packs_panels(int64_t K, int64_t N) {
-  std::vector<float> w(K * N);
-  dnnl::memory plain({{K, N}, dt::f32, tag::ab}, dnnl_engine(), w.data());
-  PackedWeights packed = pack_weights(plain, epilogue_matmul(64, K, N, dt::f32, nullptr, false, false, {}).weights_desc());
-  return panels_of(packed.mem).base != nullptr;
-}
-
-bool panel_gemm_in_use() {
-  return cpu_features().avx512f && onednn_packs_panels(768, 768) && panel_gemm_matches_onednn();
+  return in_use;
 }
 
 }  // namespace mminfer::kernels

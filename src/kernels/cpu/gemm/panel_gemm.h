@@ -32,15 +32,11 @@ struct WeightPanels {
 // other layout.
 WeightPanels panels_of(const dnnl::memory& packed);
 
-// Whether panel_gemm gives oneDNN's matmul's bits on this machine (checked once per process on
-// a few small products); ConstWeightGemm uses it only then. Needs AVX-512F.
-bool panel_gemm_matches_onednn();
-
 // Whether oneDNN packs K x N FP32 weights (for its matmul) in the panels panel_gemm reads.
 bool onednn_packs_panels(int64_t K, int64_t N);
 
-// Whether ConstWeightGemm runs panel_gemm here: AVX-512, oneDNN packing in panels, and its
-// bits reproduced.
+// Whether ConstWeightGemm runs panel_gemm here: on AVX-512, where oneDNN packs in panels and
+// panel_gemm gives its matmul's bits (checked once per process on a few small products).
 bool panel_gemm_in_use();
 
 // y[M,N] = (a[M,K]·W + bias) + y when `residual_in_y`, else a·W + bias; bias may be null;

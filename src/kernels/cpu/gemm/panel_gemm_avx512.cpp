@@ -101,7 +101,6 @@ void run_tile(const TileArgs& t, int rows) {
   }
 }
 
-
 __mmask16 column_mask(int64_t cols) { return cols >= 16 ? 0xFFFF : cols <= 0 ? 0 : (1u << cols) - 1; }
 
 struct Product {
