@@ -2,8 +2,8 @@
 // products against double-precision loops on odd shapes; where it reproduces oneDNN's sum order
 // on this machine (and so serves ConstWeightGemm), what ConstWeightGemm returns for up to
 // kPanelGemmMaxRows rows must be oneDNN's matmul's bits, on odd shapes across every K-summing
-// regime, with bias, residual and each activation; and a row's answer must not depend on how
-// many rows share its batch, across the switch to oneDNN.
+// regime, with bias, residual and each activation, at any thread count; and a row's answer must
+// not depend on how many rows share its batch, across the switch to oneDNN.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/parallel.h"
 #include "kernel_run.h"
 #include "kernels/cpu/gemm/dense_gemm.h"
 
@@ -36,6 +37,9 @@ std::vector<float> onednn_product(const std::vector<float>& w, const std::vector
   run_epilogue_matmul(dnnl::matmul(pd), a_mem, packed.mem, b, y.data(), M, N, "matmul");
   return y;
 }
+
+// More threads than cores as well: oneDNN divides its work by the count it is given.
+constexpr int kThreadCounts[] = {1, 2, 3, 4, 8, 16};
 
 int64_t differing(const std::vector<float>& x, const std::vector<float>& y) {
   int64_t n = 0;
@@ -98,15 +102,19 @@ TEST_F(PanelGemmServing, GivesOnednnBitsOnOddShapes) {
                {13, 768, 192, true, false}, {26, 1000, 80, true, true}, {50, 1024, 96, false, false},
                {64, 1025, 70, true, true},  {3, 1536, 128, true, false}, {9, 3072, 77, true, true},
                {4, 4100, 65, false, true}};
-  unsigned seed = 3;
-  for (const Case& c : cases) {
-    SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.K) + "x" + std::to_string(c.N));
-    std::vector<float> w = normal(c.K * c.N, seed++), a = normal(c.M * c.K, seed++), z = normal(c.M * c.N, seed++);
-    std::vector<float> bias = c.bias ? normal(c.N, seed++) : std::vector<float>{};
-    ConstWeightGemm gemm(w.data(), c.K, c.N, false, 1.f, c.bias ? bias.data() : nullptr, Activation{});
-    std::vector<float> y = c.residual ? z : std::vector<float>(c.M * c.N);
-    gemm.run(a.data(), c.M, y.data(), c.residual ? y.data() : nullptr);
-    EXPECT_EQ(differing(y, onednn_product(w, bias, a, c.residual ? &z : nullptr, {}, c.M, c.K, c.N)), 0);
+  for (int threads : kThreadCounts) {
+    ThreadScope scope(threads);
+    unsigned seed = 3;
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.K) + "x" + std::to_string(c.N) + ", " +
+                   std::to_string(threads) + " threads");
+      std::vector<float> w = normal(c.K * c.N, seed++), a = normal(c.M * c.K, seed++), z = normal(c.M * c.N, seed++);
+      std::vector<float> bias = c.bias ? normal(c.N, seed++) : std::vector<float>{};
+      ConstWeightGemm gemm(w.data(), c.K, c.N, false, 1.f, c.bias ? bias.data() : nullptr, Activation{});
+      std::vector<float> y = c.residual ? z : std::vector<float>(c.M * c.N);
+      gemm.run(a.data(), c.M, y.data(), c.residual ? y.data() : nullptr);
+      EXPECT_EQ(differing(y, onednn_product(w, bias, a, c.residual ? &z : nullptr, {}, c.M, c.K, c.N)), 0);
+    }
   }
 }
 
@@ -131,16 +139,21 @@ TEST_F(PanelGemmServing, GivesOnednnBitsUnderEachActivation) {
 
 TEST_F(PanelGemm, RowsKeepTheirBitsWhateverTheBatch) {
   // Batches of 1 to 64 rows run panel_gemm, larger ones oneDNN: each row's answer is the same.
+  // Whatever the thread count too: a session may run with another count than the process's
+  // check of panel_gemm did, and oneDNN splits its work by the count.
   const int64_t K = 3072, N = 768, rows = 100;
   std::vector<float> w = normal(K * N, 5, 0.05f), a = normal(rows * K, 6), bias = normal(N, 7);
   ConstWeightGemm gemm(w.data(), K, N, false, 1.f, bias.data(), Activation::parse("Gelu"));
-  std::vector<float> all(rows * N);
-  gemm.run(a.data(), rows, all.data());
-  for (int64_t m : {1, 6, 37, 64}) {
-    SCOPED_TRACE(m);
-    std::vector<float> part(m * N);
-    gemm.run(a.data() + (rows - m) * K, m, part.data());
-    EXPECT_EQ(differing(part, std::vector<float>(all.end() - m * N, all.end())), 0);
+  for (int threads : kThreadCounts) {
+    ThreadScope scope(threads);
+    std::vector<float> all(rows * N);
+    gemm.run(a.data(), rows, all.data());
+    for (int64_t m : {1, 6, 37, 64}) {
+      SCOPED_TRACE(std::to_string(m) + " rows, " + std::to_string(threads) + " threads");
+      std::vector<float> part(m * N);
+      gemm.run(a.data() + (rows - m) * K, m, part.data());
+      EXPECT_EQ(differing(part, std::vector<float>(all.end() - m * N, all.end())), 0);
+    }
   }
 }
 
