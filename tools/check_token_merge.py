@@ -15,10 +15,14 @@ log(size) to their attention scores. Checked:
     and 3, within 1e-4 relative;
   - the MatMul FLOPs mminfer executes equal the count for the shrinking token numbers;
   - a graph that is not a plain vision tower (the text tower's causal mask) runs unmerged, equal
-    to its run without the flag.
+    to its run without the flag;
+  - `mminfer bench --merge-tokens 0,3,7` times one session per value in turn: one entry each,
+    each against the first, the merged ones (only) running TokenMerge.
 """
 import argparse
+import json
 import os
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -96,6 +100,34 @@ def predicted_flops(model, tokens, batch, r):
     return total
 
 
+def check_bench_in_turn(failures, mminfer, src, pixels):
+    """`bench --merge-tokens 0,3,7 --op-times --json`: an entry per value, in order, each with its
+    own figures and op times, the later ones against the first."""
+    cmd = [mminfer, "bench", src, "--input", f"pixel_values={pixels}", "--merge-tokens", "0,3,7", "--runs", "3",
+           "--warmup", "1", "--op-times", "--json", "--quiet"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        doc = json.loads(p.stdout)
+        variants = doc["variants"]
+        problems = []
+        if [v["merge_tokens"] for v in variants] != [0, 3, 7]:
+            problems.append(f"merge_tokens {[v['merge_tokens'] for v in variants]}")
+        if doc["runs"] != 3 or any(v["median_ms"] <= 0 or v["min_ms"] > v["median_ms"] for v in variants):
+            problems.append("figures")
+        for v in variants[1:]:
+            want = v["median_ms"] / variants[0]["median_ms"]
+            if abs(v["vs_first"] - want) > 1e-3 * want or not v["vs_first_per_round"] > 0:
+                problems.append(f"R {v['merge_tokens']}: vs_first {v['vs_first']}, medians give {want:.4f}")
+        merging = ["TokenMerge" in v["op_ms"] for v in variants]
+        if merging != [False, True, True]:
+            problems.append(f"TokenMerge in op_ms: {merging}")
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        problems = [f"exit {p.returncode}, {e}: {p.stdout[:200]!r} {p.stderr[-200:]!r}"]
+    print(f"{'FAIL' if problems else 'ok  '} bench --merge-tokens 0,3,7 in turn{': ' + '; '.join(problems) if problems else ''}")
+    if problems:
+        failures.append("bench --merge-tokens 0,3,7: " + "; ".join(problems))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("work")
@@ -137,6 +169,7 @@ def main():
                 print(f"{'ok  ' if ok else 'FAIL'} batch {batch} R {r}: MatMul FLOPs {got}, counted from token numbers {want:.0f}")
                 if not ok:
                     failures.append(f"batch {batch} R {r}: MatMul FLOPs {got}, expected {want:.0f}")
+    check_bench_in_turn(failures, args.mminfer, src, files["pixel_values"])
     # A text tower (causal mask) is not merged: same outputs as without the flag.
     text, cases = export("clip_text", args.work)
     feeds = cases[0][1]

@@ -104,6 +104,25 @@ int merge_tokens_flag(const Args& args, const std::string& flag) {
   return r;
 }
 
+std::vector<int> merge_tokens_list(const Args& args) {
+  if (!args.has("--merge-tokens")) return {0};
+  const std::string list = args.get("--merge-tokens");
+  const std::string form = "R[,R...] (tokens merged per block, each 0 or more)";
+  std::vector<int> rs;
+  for (const std::string& item : comma_list(list, "--merge-tokens", form)) {
+    size_t used = 0;
+    int r = -1;
+    try {
+      r = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || r < 0) throw Error("--merge-tokens expects " + form + ", got '" + list + "'");
+    rs.push_back(r);
+  }
+  return rs;
+}
+
 std::set<std::string> with_precision_flags(std::set<std::string> flags) {
   flags.insert(kPrecisionFlags.begin(), kPrecisionFlags.end());
   return flags;
@@ -200,19 +219,22 @@ PrecisionPolicy decoder_precision_flags(const Args& args) {
   return p;
 }
 
-std::vector<std::string> outputs_flag(const Args& args) {
-  std::vector<std::string> names;
-  if (!args.has("--outputs")) return names;
-  std::string list = args.get("--outputs");
+std::vector<std::string> comma_list(const std::string& list, const std::string& flag, const std::string& form) {
+  std::vector<std::string> items;
   for (size_t start = 0;;) {
     size_t comma = list.find(',', start);
-    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (name.empty()) throw Error("--outputs expects NAME[,NAME...], got '" + list + "'");
-    names.push_back(name);
+    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw Error(flag + " expects " + form + ", got '" + list + "'");
+    items.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  return names;
+  return items;
+}
+
+std::vector<std::string> outputs_flag(const Args& args) {
+  if (!args.has("--outputs")) return {};
+  return comma_list(args.get("--outputs"), "--outputs", "NAME[,NAME...]");
 }
 
 int threads_flag(const Args& args) {

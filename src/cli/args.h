@@ -51,11 +51,16 @@ DType kv_cache_flag(const Args& args);
 // --feature-cache-mb N (256 when absent; 0: none): the bytes an encoder-feature cache may hold.
 size_t feature_cache_flag(const Args& args);
 
+// `list` split at its commas; an empty item throws Error naming `flag` and the `form` it expects.
+std::vector<std::string> comma_list(const std::string& list, const std::string& flag, const std::string& form);
+
 // --outputs NAME,NAME: the model outputs to compute (all when absent); empty names are an error.
 std::vector<std::string> outputs_flag(const Args& args);
 
 // --merge-tokens R (run, bench): tokens merged after each ViT block's attention (0: none).
 int merge_tokens_flag(const Args& args, const std::string& flag = "--merge-tokens");
+// --merge-tokens R[,R...] (bench): one value per session timed in turn ({0} when absent).
+std::vector<int> merge_tokens_list(const Args& args);
 
 // The precision flags shared by run, bench and inspect; throws Error (one line) on bad values.
 //   --precision SPEC         int8 | fp32 | MODALITY=PRECISION,... (see mminfer/precision.h)

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -27,6 +29,67 @@ double peak_rss_mb() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
+double rounded(double x, double scale) { return std::round(x * scale) / scale; }
+
+// One session of the model (one --merge-tokens value) and its timings.
+struct Variant {
+  int merge_tokens = 0;
+  std::unique_ptr<Session> session;
+  std::vector<double> ms;    // the timed runs
+  std::vector<OpTime> ops;  // with --op-times
+};
+
+void run_once(Variant& v, const std::vector<NamedTensor>& inputs) {
+  std::vector<Tensor> outputs;
+  Status st = v.session->run(inputs, &outputs);
+  if (!st) throw Error(st.message());
+}
+
+// Warm-up, then `runs` rounds in which each session runs once: sessions compared this way meet
+// the same load from the rest of the machine. The order turns around every round, so no session
+// always runs right after the same one.
+void time_in_turn(std::vector<Variant>& variants, const std::vector<NamedTensor>& inputs, int warmup, int runs,
+                  ProgressMode mode) {
+  const size_t n = variants.size();
+  Progress progress("warm-up", static_cast<size_t>(warmup) * n, mode);
+  for (int i = 0; i < warmup; ++i)
+    for (Variant& v : variants) run_once(v, inputs), progress.step();
+  progress.restart("timed runs", static_cast<size_t>(runs) * n);
+  for (Variant& v : variants) v.session->op_times(true);  // warm-up (planning, packing) stays out
+  for (int i = 0; i < runs; ++i)
+    for (size_t k = 0; k < n; ++k) {
+      Variant& v = variants[i % 2 ? n - 1 - k : k];
+      auto t0 = std::chrono::steady_clock::now();
+      run_once(v, inputs);
+      v.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      progress.step();
+    }
+  progress.finish();
+  for (Variant& v : variants) v.ops = v.session->op_times();
+}
+
+// Each round's time of `v` over the same round's time of `first`.
+std::vector<double> round_ratios(const Variant& v, const Variant& first) {
+  std::vector<double> r;
+  for (size_t i = 0; i < v.ms.size(); ++i) r.push_back(v.ms[i] / first.ms[i]);
+  return r;
+}
+
+// `listed`: one of several sessions, named by its --merge-tokens value.
+nlohmann::ordered_json variant_json(const Variant& v, const Variant& first, int runs, bool listed) {
+  nlohmann::ordered_json op_ms = nlohmann::ordered_json::object();
+  for (const OpTime& o : v.ops) op_ms[o.op_type] = rounded(o.total_ms / runs, 1e4);
+  nlohmann::ordered_json j;
+  if (listed) j["merge_tokens"] = v.merge_tokens;
+  j.update({{"median_ms", rounded(percentile(v.ms, 0.5), 1e4)}, {"p90_ms", rounded(percentile(v.ms, 0.9), 1e4)},
+            {"min_ms", rounded(*std::min_element(v.ms.begin(), v.ms.end()), 1e4)}});
+  if (&v != &first)
+    j.update({{"vs_first", rounded(percentile(v.ms, 0.5) / percentile(first.ms, 0.5), 1e4)},
+              {"vs_first_per_round", rounded(percentile(round_ratios(v, first), 0.5), 1e4)}});
+  j["op_ms"] = op_ms;
+  return j;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -46,10 +109,13 @@ int cmd_bench(int argc, char** argv) {
         "                    [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...] [--merge-tokens R]\n"
         "                    [--progress | --no-progress]\n"
         "--json: only one JSON object on stdout (median_ms, p90_ms, min_ms, runs, threads, peak_rss_mb,\n"
-        "  weight_bytes, op_ms), nothing else\n"
+        "  weight_bytes, op_ms; with several --merge-tokens values, a list \"variants\" of the first four, each\n"
+        "  with merge_tokens and, past the first, vs_first and vs_first_per_round), nothing else\n"
         "--op-times: time per op type over the timed runs (each node timed, so totals run a little slower)\n"
         "--outputs: compute only these outputs, and none of the work only the others need\n"
-        "--merge-tokens R: ViT-style encoders merge R tokens after each block's attention (fewer for later layers)\n"
+        "--merge-tokens R: ViT-style encoders merge R tokens after each block's attention (fewer for later layers);\n"
+        "  R,R,...: one session per value, timed in turn run by run (the order turned each round), each\n"
+        "  median against the first's\n"
         "mminfer bench --pipeline DIR times a generative folder's prefill and decode (see --pipeline DIR --help)\n",
         args.usage_stream());
     if (args.has("--help")) std::fputs(kPrecisionUsage, args.usage_stream()), std::fputs(kProgressUsage, args.usage_stream());
@@ -62,58 +128,58 @@ int cmd_bench(int argc, char** argv) {
   opts.profile_path = args.get("--profile");
   opts.profile = args.has("--op-times");
   opts.precision = precision_flags(args);
-  opts.merge_tokens = merge_tokens_flag(args);
   opts.outputs = outputs_flag(args);
+  const std::vector<int> merges = merge_tokens_list(args);
+  if (merges.size() > 1 && !opts.profile_path.empty())
+    throw Error("--profile writes one session's trace: give --merge-tokens one value with it");
   int runs = args.get_int("--runs", 20), warmup = args.get_int("--warmup", 3);
   if (runs < 1 || warmup < 0) throw Error("--runs must be at least 1 and --warmup at least 0");
   ProgressMode progress_mode = progress_flag(args);
-  std::unique_ptr<Session> session;
-  Status st = Session::load(args.positional()[0], opts, &session);
-  if (!st) throw Error(st.message());
-
-  std::vector<NamedTensor> inputs = model_inputs(args, *session);
-  std::vector<Tensor> outputs;
-  Progress progress("warm-up", static_cast<size_t>(warmup), progress_mode);
-  for (int i = 0; i < warmup; ++i) {
-    st = session->run(inputs, &outputs);
+  std::vector<Variant> variants(merges.size());
+  for (size_t v = 0; v < merges.size(); ++v) {
+    variants[v].merge_tokens = opts.merge_tokens = merges[v];
+    Status st = Session::load(args.positional()[0], opts, &variants[v].session);
     if (!st) throw Error(st.message());
-    progress.step();
   }
-  progress.restart("timed runs", static_cast<size_t>(runs));
-  session->op_times(true);  // warm-up runs (planning, weight packing) stay out of the breakdown
-  std::vector<double> ms;
-  for (int i = 0; i < runs; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    st = session->run(inputs, &outputs);
-    auto t1 = std::chrono::steady_clock::now();
-    if (!st) throw Error(st.message());
-    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    progress.step();
-  }
-  progress.finish();
-  double median = percentile(ms, 0.5), p90 = percentile(ms, 0.9), mn = *std::min_element(ms.begin(), ms.end());
-  std::vector<OpTime> ops = session->op_times();
+  std::vector<NamedTensor> inputs = model_inputs(args, *variants[0].session);
+  time_in_turn(variants, inputs, warmup, runs, progress_mode);
   if (args.has("--json")) {  // the document alone, so that `| jq` or json.loads reads stdout whole
-    nlohmann::ordered_json op_ms = nlohmann::ordered_json::object();
-    for (const OpTime& o : ops) op_ms[o.op_type] = std::round(o.total_ms / runs * 1e4) / 1e4;
-    auto r = [](double x, double scale) { return std::round(x * scale) / scale; };
-    nlohmann::ordered_json doc = {{"model", args.positional()[0]}, {"median_ms", r(median, 1e4)}, {"p90_ms", r(p90, 1e4)},
-                                  {"min_ms", r(mn, 1e4)}, {"runs", runs}, {"warmup", warmup}, {"threads", num_threads()},
-                                  {"peak_rss_mb", r(peak_rss_mb(), 10)}, {"weight_bytes", weight_memory_in_use()},
-                                  {"op_ms", op_ms}};
+    nlohmann::ordered_json doc = {{"model", args.positional()[0]}};
+    if (variants.size() == 1) {
+      doc.update(variant_json(variants[0], variants[0], runs, false));
+    } else {
+      nlohmann::ordered_json each = nlohmann::ordered_json::array();
+      for (const Variant& v : variants) each.push_back(variant_json(v, variants[0], runs, true));
+      doc["variants"] = each;
+    }
+    doc.update({{"runs", runs}, {"warmup", warmup}, {"threads", num_threads()}, {"peak_rss_mb", rounded(peak_rss_mb(), 1e1)},
+                {"weight_bytes", weight_memory_in_use()}});
     std::printf("%s\n", json_text(doc).c_str());
     return 0;
   }
   std::printf("model: %s\nthreads: %d, runs: %d, warmup: %d\n", args.positional()[0].c_str(), num_threads(), runs, warmup);
+  if (variants.size() > 1) std::printf("sessions timed in turn, run by run: --merge-tokens %s\n", args.get("--merge-tokens").c_str());
   double weight_mb = static_cast<double>(weight_memory_in_use()) / (1 << 20);
-  std::printf("median %.3f ms, p90 %.3f ms, min %.3f ms, peak RSS %.1f MiB, packed weights %.1f MiB\n", median, p90, mn,
-              peak_rss_mb(), weight_mb);
-  double op_total = 0;
-  for (const OpTime& o : ops) op_total += o.total_ms;
-  if (!ops.empty()) std::printf("%-28s %10s %7s %9s\n", "op type", "ms/run", "share", "calls/run");
-  for (const OpTime& o : ops)
-    std::printf("%-28s %10.3f %6.1f%% %9.1f\n", o.op_type.c_str(), o.total_ms / runs, 100.0 * o.total_ms / std::max(op_total, 1e-9),
-                static_cast<double>(o.calls) / runs);
+  for (const Variant& v : variants) {
+    if (variants.size() > 1) std::printf("--merge-tokens %d: ", v.merge_tokens);
+    std::printf("median %.3f ms, p90 %.3f ms, min %.3f ms", percentile(v.ms, 0.5), percentile(v.ms, 0.9),
+                *std::min_element(v.ms.begin(), v.ms.end()));
+    if (&v != &variants[0])
+      std::printf("; %.3f of --merge-tokens %d (median of the rounds' ratios %.3f)", percentile(v.ms, 0.5) / percentile(variants[0].ms, 0.5),
+                  variants[0].merge_tokens, percentile(round_ratios(v, variants[0]), 0.5));
+    std::printf("\n");
+  }
+  std::printf("peak RSS %.1f MiB, packed weights %.1f MiB\n", peak_rss_mb(), weight_mb);
+  for (const Variant& v : variants) {
+    double op_total = 0;
+    for (const OpTime& o : v.ops) op_total += o.total_ms;
+    if (v.ops.empty()) continue;
+    if (variants.size() > 1) std::printf("--merge-tokens %d:\n", v.merge_tokens);
+    std::printf("%-28s %10s %7s %9s\n", "op type", "ms/run", "share", "calls/run");
+    for (const OpTime& o : v.ops)
+      std::printf("%-28s %10.3f %6.1f%% %9.1f\n", o.op_type.c_str(), o.total_ms / runs, 100.0 * o.total_ms / std::max(op_total, 1e-9),
+                  static_cast<double>(o.calls) / runs);
+  }
   return 0;
 }
 
