@@ -35,7 +35,7 @@ double rounded(double x, double scale) { return std::round(x * scale) / scale; }
 struct Variant {
   int merge_tokens = 0;
   std::unique_ptr<Session> session;
-  std::vector<double> ms;    // the timed runs
+  std::vector<double> ms;   // the timed runs
   std::vector<OpTime> ops;  // with --op-times
 };
 
@@ -106,7 +106,7 @@ int cmd_bench(int argc, char** argv) {
         "usage: mminfer bench MODEL.onnx [--input NAME=F.npy | --shape NAME=1x3x224x224]... [--runs N]\n"
         "                    [--warmup N] [--threads N] [--int-range NAME=LO:HI] [--opt-level L] [--json]\n"
         "                    [--op-times] [--profile TRACE.json] [--inter-op auto|off|on]\n"
-        "                    [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...] [--merge-tokens R]\n"
+        "                    [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...] [--merge-tokens R[,R...]]\n"
         "                    [--progress | --no-progress]\n"
         "--json: only one JSON object on stdout (median_ms, p90_ms, min_ms, runs, threads, peak_rss_mb,\n"
         "  weight_bytes, op_ms; with several --merge-tokens values, a list \"variants\" of the first four, each\n"
@@ -152,21 +152,24 @@ int cmd_bench(int argc, char** argv) {
       for (const Variant& v : variants) each.push_back(variant_json(v, variants[0], runs, true));
       doc["variants"] = each;
     }
-    doc.update({{"runs", runs}, {"warmup", warmup}, {"threads", num_threads()}, {"peak_rss_mb", rounded(peak_rss_mb(), 1e1)},
+    doc.update({{"runs", runs}, {"warmup", warmup}, {"threads", num_threads()},
+                {"peak_rss_mb", rounded(peak_rss_mb(), 1e1)},
                 {"weight_bytes", weight_memory_in_use()}});
     std::printf("%s\n", json_text(doc).c_str());
     return 0;
   }
   std::printf("model: %s\nthreads: %d, runs: %d, warmup: %d\n", args.positional()[0].c_str(), num_threads(), runs, warmup);
-  if (variants.size() > 1) std::printf("sessions timed in turn, run by run: --merge-tokens %s\n", args.get("--merge-tokens").c_str());
+  if (variants.size() > 1)
+    std::printf("sessions timed in turn, run by run: --merge-tokens %s\n", args.get("--merge-tokens").c_str());
   double weight_mb = static_cast<double>(weight_memory_in_use()) / (1 << 20);
   for (const Variant& v : variants) {
     if (variants.size() > 1) std::printf("--merge-tokens %d: ", v.merge_tokens);
     std::printf("median %.3f ms, p90 %.3f ms, min %.3f ms", percentile(v.ms, 0.5), percentile(v.ms, 0.9),
                 *std::min_element(v.ms.begin(), v.ms.end()));
     if (&v != &variants[0])
-      std::printf("; %.3f of --merge-tokens %d (median of the rounds' ratios %.3f)", percentile(v.ms, 0.5) / percentile(variants[0].ms, 0.5),
-                  variants[0].merge_tokens, percentile(round_ratios(v, variants[0]), 0.5));
+      std::printf("; %.3f of --merge-tokens %d (median of the rounds' ratios %.3f)",
+                  percentile(v.ms, 0.5) / percentile(variants[0].ms, 0.5), variants[0].merge_tokens,
+                  percentile(round_ratios(v, variants[0]), 0.5));
     std::printf("\n");
   }
   std::printf("peak RSS %.1f MiB, packed weights %.1f MiB\n", peak_rss_mb(), weight_mb);
@@ -177,8 +180,8 @@ int cmd_bench(int argc, char** argv) {
     if (variants.size() > 1) std::printf("--merge-tokens %d:\n", v.merge_tokens);
     std::printf("%-28s %10s %7s %9s\n", "op type", "ms/run", "share", "calls/run");
     for (const OpTime& o : v.ops)
-      std::printf("%-28s %10.3f %6.1f%% %9.1f\n", o.op_type.c_str(), o.total_ms / runs, 100.0 * o.total_ms / std::max(op_total, 1e-9),
-                  static_cast<double>(o.calls) / runs);
+      std::printf("%-28s %10.3f %6.1f%% %9.1f\n", o.op_type.c_str(), o.total_ms / runs,
+                  100.0 * o.total_ms / std::max(op_total, 1e-9), static_cast<double>(o.calls) / runs);
   }
   return 0;
 }
