@@ -120,6 +120,11 @@ std::vector<int> merge_tokens_list(const Args& args) {
     if (used != item.size() || r < 0) throw Error("--merge-tokens expects " + form + ", got '" + list + "'");
     rs.push_back(r);
   }
+  // Each value loads the model once more: a long list would hold as many copies of its weights.
+  constexpr size_t kMostSessions = 8;
+  if (rs.size() > kMostSessions)
+    throw Error("--merge-tokens takes at most " + std::to_string(kMostSessions) + " values (one session, one copy of the "
+                "weights, each), got " + std::to_string(rs.size()));
   return rs;
 }
 

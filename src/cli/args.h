@@ -59,7 +59,8 @@ std::vector<std::string> outputs_flag(const Args& args);
 
 // --merge-tokens R (run, bench): tokens merged after each ViT block's attention (0: none).
 int merge_tokens_flag(const Args& args, const std::string& flag = "--merge-tokens");
-// --merge-tokens R[,R...] (bench): one value per session timed in turn ({0} when absent).
+// --merge-tokens R[,R...] (bench): one value per session timed in turn ({0} when absent), at
+// most 8.
 std::vector<int> merge_tokens_list(const Args& args);
 
 // The precision flags shared by run, bench and inspect; throws Error (one line) on bad values.

@@ -131,10 +131,12 @@ def check_json_documents(a, work):
     check(doc is not None and doc["runs"] == 2 and doc["median_ms"] > 0, "bench --json: the figures")
     human = run(bench)
     check("median" in human.stdout, "bench without --json: the table on stdout")
-    for bad_list in ("0,,2", "0,x", "-1", "0,"):
+    bad_lists = {b: f"got '{b}'" for b in ("0,,2", "0,x", "-1", "0,")}
+    bad_lists["0,1,2,3,4,5,6,7,8"] = "at most 8 values"
+    for bad_list, why in bad_lists.items():
         bad = run(bench + ["--merge-tokens", bad_list], expect=1)
-        check(bad.stdout == "" and f"got '{bad_list}'" in bad.stderr and len(bad.stderr.splitlines()) == 1,
-              f"bench --merge-tokens {bad_list}: one error line naming it, nothing on stdout")
+        check(bad.stdout == "" and why in bad.stderr and len(bad.stderr.splitlines()) == 1,
+              f"bench --merge-tokens {bad_list}: one error line ({why}), nothing on stdout")
 
     doc = one_document("optimize", [a.mminfer, "optimize", text, "-o", os.path.join(work, "json.onnx"), "--json"])
     check(doc is not None and doc["int8"] > 0 and doc["accuracy_measured"] is False, "optimize --json: the summary")
