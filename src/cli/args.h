@@ -57,7 +57,7 @@ std::vector<std::string> comma_list(const std::string& list, const std::string& 
 // --outputs NAME,NAME: the model outputs to compute (all when absent); empty names are an error.
 std::vector<std::string> outputs_flag(const Args& args);
 
-// --merge-tokens R (run, bench): tokens merged after each ViT block's attention (0: none).
+// --merge-tokens R (run): tokens merged after each ViT block's attention (0: none).
 int merge_tokens_flag(const Args& args, const std::string& flag = "--merge-tokens");
 // --merge-tokens R[,R...] (bench): one value per session timed in turn ({0} when absent), at
 // most 8.
