@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <cmath>
+#include <optional>
 
 #include "core/parallel.h"
 
@@ -50,20 +51,29 @@ std::string Args::get(const std::string& flag, const std::string& fallback) cons
 
 namespace {
 
-// The last value of `flag` read whole by `parse` (std::stoi, std::stod...); `what` in the error.
+// `text` read whole by `parse` (std::stoi, std::stod...); nothing where it is not a number of
+// that kind, has more after it, or is out of range.
+template <typename T, typename Parse>
+std::optional<T> read_whole(const std::string& text, Parse parse) {
+  try {
+    size_t pos = 0;
+    T v = parse(text, &pos);
+    if (pos == text.size()) return v;
+  } catch (const std::logic_error&) {
+  }
+  return std::nullopt;
+}
+
+int stoi_at(const std::string& s, size_t* p) { return std::stoi(s, p); }
+
+// The last value of `flag` read whole by `parse`; `what` in the error.
 template <typename T, typename Parse>
 T number_flag(const std::map<std::string, std::vector<std::string>>& values, const std::string& flag, T fallback,
               Parse parse, const char* what) {
   auto it = values.find(flag);
   if (it == values.end()) return fallback;
-  try {
-    size_t pos = 0;
-    T v = parse(it->second.back(), &pos);
-    if (pos != it->second.back().size()) throw std::invalid_argument("trailing");
-    return v;
-  } catch (const std::logic_error&) {
-    throw Error(flag + " expects " + what + ", got '" + it->second.back() + "'");
-  }
+  if (std::optional<T> v = read_whole<T>(it->second.back(), parse)) return *v;
+  throw Error(flag + " expects " + what + ", got '" + it->second.back() + "'");
 }
 
 }  // namespace
@@ -73,8 +83,7 @@ double Args::get_double(const std::string& flag, double fallback) const {
 }
 
 int Args::get_int(const std::string& flag, int fallback) const {
-  return number_flag(values_, flag, fallback, [](const std::string& s, size_t* p) { return std::stoi(s, p); },
-                     "a whole number");
+  return number_flag(values_, flag, fallback, stoi_at, "a whole number");
 }
 
 std::vector<std::string> Args::all(const std::string& flag) const {
@@ -110,15 +119,9 @@ std::vector<int> merge_tokens_list(const Args& args) {
   const std::string form = "R[,R...] (tokens merged per block, each 0 or more)";
   std::vector<int> rs;
   for (const std::string& item : comma_list(list, "--merge-tokens", form)) {
-    size_t used = 0;
-    int r = -1;
-    try {
-      r = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || r < 0) throw Error("--merge-tokens expects " + form + ", got '" + list + "'");
-    rs.push_back(r);
+    std::optional<int> r = read_whole<int>(item, stoi_at);
+    if (!r || *r < 0) throw Error("--merge-tokens expects " + form + ", got '" + list + "'");
+    rs.push_back(*r);
   }
   // Each value loads the model once more: a long list would hold as many copies of its weights.
   constexpr size_t kMostSessions = 8;

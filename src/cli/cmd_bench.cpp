@@ -68,24 +68,32 @@ void time_in_turn(std::vector<Variant>& variants, const std::vector<NamedTensor>
   for (Variant& v : variants) v.ops = v.session->op_times();
 }
 
-// Each round's time of `v` over the same round's time of `first`.
-std::vector<double> round_ratios(const Variant& v, const Variant& first) {
-  std::vector<double> r;
-  for (size_t i = 0; i < v.ms.size(); ++i) r.push_back(v.ms[i] / first.ms[i]);
-  return r;
+// What the output says of one session: its timed runs' spread and, past the first session, its
+// median against the first's and the median of each round's ratio of the two.
+struct Figures {
+  double median, p90, min;
+  double vs_first = 0, vs_first_per_round = 0;  // 0 for the first session
+};
+
+Figures figures_of(const Variant& v, const Variant& first) {
+  Figures f{percentile(v.ms, 0.5), percentile(v.ms, 0.9), *std::min_element(v.ms.begin(), v.ms.end())};
+  if (&v == &first) return f;
+  std::vector<double> ratios;
+  for (size_t i = 0; i < v.ms.size(); ++i) ratios.push_back(v.ms[i] / first.ms[i]);
+  f.vs_first = f.median / percentile(first.ms, 0.5);
+  f.vs_first_per_round = percentile(ratios, 0.5);
+  return f;
 }
 
 // `listed`: one of several sessions, named by its --merge-tokens value.
-nlohmann::ordered_json variant_json(const Variant& v, const Variant& first, int runs, bool listed) {
+nlohmann::ordered_json variant_json(const Variant& v, const Figures& f, int runs, bool listed) {
   nlohmann::ordered_json op_ms = nlohmann::ordered_json::object();
   for (const OpTime& o : v.ops) op_ms[o.op_type] = rounded(o.total_ms / runs, 1e4);
   nlohmann::ordered_json j;
   if (listed) j["merge_tokens"] = v.merge_tokens;
-  j.update({{"median_ms", rounded(percentile(v.ms, 0.5), 1e4)}, {"p90_ms", rounded(percentile(v.ms, 0.9), 1e4)},
-            {"min_ms", rounded(*std::min_element(v.ms.begin(), v.ms.end()), 1e4)}});
-  if (&v != &first)
-    j.update({{"vs_first", rounded(percentile(v.ms, 0.5) / percentile(first.ms, 0.5), 1e4)},
-              {"vs_first_per_round", rounded(percentile(round_ratios(v, first), 0.5), 1e4)}});
+  j.update({{"median_ms", rounded(f.median, 1e4)}, {"p90_ms", rounded(f.p90, 1e4)}, {"min_ms", rounded(f.min, 1e4)}});
+  if (f.vs_first > 0)
+    j.update({{"vs_first", rounded(f.vs_first, 1e4)}, {"vs_first_per_round", rounded(f.vs_first_per_round, 1e4)}});
   j["op_ms"] = op_ms;
   return j;
 }
@@ -109,8 +117,9 @@ int cmd_bench(int argc, char** argv) {
         "                    [--precision SPEC] [--keep-fp32 REGEX] [--outputs NAME,...] [--merge-tokens R[,R...]]\n"
         "                    [--progress | --no-progress]\n"
         "--json: only one JSON object on stdout (median_ms, p90_ms, min_ms, runs, threads, peak_rss_mb,\n"
-        "  weight_bytes, op_ms; with several --merge-tokens values, a list \"variants\" of the first four, each\n"
-        "  with merge_tokens and, past the first, vs_first and vs_first_per_round), nothing else\n"
+        "  weight_bytes, op_ms; with several --merge-tokens values, a list \"variants\" of merge_tokens,\n"
+        "  median_ms, p90_ms, min_ms and op_ms, past the first with vs_first and vs_first_per_round),\n"
+        "  nothing else\n"
         "--op-times: time per op type over the timed runs (each node timed, so totals run a little slower)\n"
         "--outputs: compute only these outputs, and none of the work only the others need\n"
         "--merge-tokens R: ViT-style encoders merge R tokens after each block's attention (fewer for later layers);\n"
@@ -143,13 +152,15 @@ int cmd_bench(int argc, char** argv) {
   }
   std::vector<NamedTensor> inputs = model_inputs(args, *variants[0].session);
   time_in_turn(variants, inputs, warmup, runs, progress_mode);
+  std::vector<Figures> figures;
+  for (const Variant& v : variants) figures.push_back(figures_of(v, variants[0]));
   if (args.has("--json")) {  // the document alone, so that `| jq` or json.loads reads stdout whole
     nlohmann::ordered_json doc = {{"model", args.positional()[0]}};
     if (variants.size() == 1) {
-      doc.update(variant_json(variants[0], variants[0], runs, false));
+      doc.update(variant_json(variants[0], figures[0], runs, false));
     } else {
       nlohmann::ordered_json each = nlohmann::ordered_json::array();
-      for (const Variant& v : variants) each.push_back(variant_json(v, variants[0], runs, true));
+      for (size_t i = 0; i < variants.size(); ++i) each.push_back(variant_json(variants[i], figures[i], runs, true));
       doc["variants"] = each;
     }
     doc.update({{"runs", runs}, {"warmup", warmup}, {"threads", num_threads()},
@@ -162,14 +173,13 @@ int cmd_bench(int argc, char** argv) {
   if (variants.size() > 1)
     std::printf("sessions timed in turn, run by run: --merge-tokens %s\n", args.get("--merge-tokens").c_str());
   double weight_mb = static_cast<double>(weight_memory_in_use()) / (1 << 20);
-  for (const Variant& v : variants) {
-    if (variants.size() > 1) std::printf("--merge-tokens %d: ", v.merge_tokens);
-    std::printf("median %.3f ms, p90 %.3f ms, min %.3f ms", percentile(v.ms, 0.5), percentile(v.ms, 0.9),
-                *std::min_element(v.ms.begin(), v.ms.end()));
-    if (&v != &variants[0])
-      std::printf("; %.3f of --merge-tokens %d (median of the rounds' ratios %.3f)",
-                  percentile(v.ms, 0.5) / percentile(variants[0].ms, 0.5), variants[0].merge_tokens,
-                  percentile(round_ratios(v, variants[0]), 0.5));
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const Figures& f = figures[i];
+    if (variants.size() > 1) std::printf("--merge-tokens %d: ", variants[i].merge_tokens);
+    std::printf("median %.3f ms, p90 %.3f ms, min %.3f ms", f.median, f.p90, f.min);
+    if (i > 0)
+      std::printf("; %.3f of --merge-tokens %d (median of the rounds' ratios %.3f)", f.vs_first,
+                  variants[0].merge_tokens, f.vs_first_per_round);
     std::printf("\n");
   }
   std::printf("peak RSS %.1f MiB, packed weights %.1f MiB\n", peak_rss_mb(), weight_mb);
