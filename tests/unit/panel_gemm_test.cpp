@@ -27,14 +27,8 @@ using tag = dnnl::memory::format_tag;
 // oneDNN's own matmul (bias, residual and activation fused), on its own packing.
 std::vector<float> onednn_product(const std::vector<float>& w, const std::vector<float>& bias, const std::vector<float>& a,
                                   const std::vector<float>* z, const Activation& act, int64_t M, int64_t K, int64_t N) {
-  dnnl::memory plain({{K, N}, dt::f32, tag::ab}, kernels::dnnl_engine(), const_cast<float*>(w.data()));
-  dnnl::memory bias_mem({{1, N}, dt::f32, tag::ab}, kernels::dnnl_engine(), const_cast<float*>(bias.data()));
-  const dnnl::memory* b = bias.empty() ? nullptr : &bias_mem;
-  auto pd = epilogue_matmul(M, K, N, dt::f32, b, z != nullptr, true, act);
-  PackedWeights packed = pack_weights(plain, pd.weights_desc());
-  dnnl::memory a_mem({{M, K}, dt::f32, tag::ab}, kernels::dnnl_engine(), const_cast<float*>(a.data()));
   std::vector<float> y = z ? *z : std::vector<float>(M * N);
-  run_epilogue_matmul(dnnl::matmul(pd), a_mem, packed.mem, b, y.data(), M, N, "matmul");
+  onednn_matmul_f32(w.data(), bias.empty() ? nullptr : bias.data(), a.data(), M, K, N, y.data(), z != nullptr, act);
   return y;
 }
 

@@ -88,6 +88,17 @@ void run_epilogue_matmul(const dnnl::matmul& prim, const dnnl::memory& src, cons
   }
 }
 
+void onednn_matmul_f32(const float* w, const float* bias, const float* a, int64_t M, int64_t K, int64_t N, float* y,
+                       bool residual, const Activation& act) {
+  dnnl::memory plain({{K, N}, dt::f32, tag::ab}, dnnl_engine(), const_cast<float*>(w));
+  dnnl::memory bias_mem({{1, N}, dt::f32, tag::ab}, dnnl_engine(), const_cast<float*>(bias));
+  const dnnl::memory* b = bias ? &bias_mem : nullptr;
+  auto pd = epilogue_matmul(M, K, N, dt::f32, b, residual, !act.identity(), act);
+  PackedWeights packed = pack_weights(plain, pd.weights_desc());
+  dnnl::memory a_mem({{M, K}, dt::f32, tag::ab}, dnnl_engine(), const_cast<float*>(a));
+  run_epilogue_matmul(dnnl::matmul(pd), a_mem, packed.mem, b, y, M, N, "matmul");
+}
+
 ConstWeightGemm::Plan& ConstWeightGemm::plan_for(int64_t M, bool sum) {
   auto it = plans_.find({M, sum});
   if (it != plans_.end()) return it->second;

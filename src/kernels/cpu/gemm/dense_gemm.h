@@ -80,6 +80,12 @@ dnnl::matmul::primitive_desc epilogue_matmul(int64_t M, int64_t K, int64_t N, dn
 void run_epilogue_matmul(const dnnl::matmul& prim, const dnnl::memory& src, const dnnl::memory& weights,
                          const dnnl::memory* bias, float* y, int64_t M, int64_t N, const char* what);
 
+// oneDNN's own FP32 matmul on plain row-major operands, packed as its primitive for M prefers:
+// y[M,N] = (a[M,K]·w[K,N] + bias) + y when `residual`, then `act` as post-ops; bias may be null.
+// The reference whose bits ConstWeightGemm keeps (panel_gemm's check, and the tests).
+void onednn_matmul_f32(const float* w, const float* bias, const float* a, int64_t M, int64_t K, int64_t N, float* y,
+                       bool residual, const Activation& act);
+
 struct KernelSpec;
 // A node's `precision` attribute ("" when absent), checked: fp32, fp16, bf16 or int8, else a
 // one-line error. Kernels without a kernel for one of them run FP32 under it.
