@@ -1,10 +1,16 @@
 // mminfer::TokenMerge: r = 0 changes nothing, a hand-made case merges the pair it should with
-// size weights, and the class token never merges.
+// size weights, and the class token never merges; an image's result does not depend on the batch
+// around it nor on the threads; a NaN metric still merges r tokens. And row_dots, its similarity
+// kernel, against sums in double.
 #include <cmath>
+#include <limits>
 
 #include <gtest/gtest.h>
 
+#include "core/cpu_features.h"
+#include "core/parallel.h"
 #include "kernel_run.h"
+#include "kernels/cpu/nn/row_dots.h"
 
 namespace mminfer {
 namespace {
@@ -61,6 +67,86 @@ TEST(TokenMerge, NeverMergesTheClassTokenAndCapsR) {
   EXPECT_FLOAT_EQ(out[0].data<float>()[0], 5);
   EXPECT_FLOAT_EQ(out[0].data<float>()[1], 2);
   EXPECT_FLOAT_EQ(out[1].data<float>()[1], 2);
+}
+
+
+// Every output bit of a batch of `batch` images of T tokens; with sizes from an earlier merge.
+std::vector<Tensor> merge_batch(int64_t batch, int64_t t, int64_t d, int64_t r, unsigned seed) {
+  Tensor x = floats({batch, t, d}, testing::normal(batch * t * d, seed));
+  Tensor m = floats({batch, t, d}, testing::normal(batch * t * d, seed + 1));
+  std::vector<float> s(static_cast<size_t>(batch * t));
+  for (size_t i = 0; i < s.size(); ++i) s[i] = 1.f + static_cast<float>(i % 3);
+  Tensor sizes = floats({batch, t}, s);
+  return merge(x, m, &sizes, r);
+}
+
+TEST(TokenMerge, AnImageMergesAsItWouldAloneAtAnyThreadCount) {
+  // Large enough that the similarity and the rows are split over the threads.
+  const int64_t batch = 3, t = 197, d = 136, r = 16;
+  std::vector<Tensor> together = merge_batch(batch, t, d, r, 7);
+  ASSERT_EQ(together[0].shape(), (Shape{batch, t - r, d}));
+  Tensor x = floats({batch, t, d}, testing::normal(batch * t * d, 7));
+  Tensor m = floats({batch, t, d}, testing::normal(batch * t * d, 8));
+  std::vector<float> s(static_cast<size_t>(batch * t));
+  for (size_t i = 0; i < s.size(); ++i) s[i] = 1.f + static_cast<float>(i % 3);
+  for (int64_t b = 0; b < batch; ++b) {
+    Tensor xb = floats({1, t, d}, std::vector<float>(x.data<float>() + b * t * d, x.data<float>() + (b + 1) * t * d));
+    Tensor mb = floats({1, t, d}, std::vector<float>(m.data<float>() + b * t * d, m.data<float>() + (b + 1) * t * d));
+    Tensor sb = floats({1, t}, std::vector<float>(s.begin() + b * t, s.begin() + (b + 1) * t));
+    for (int threads : {1, 2, 3}) {
+      ThreadScope scope(threads);
+      std::vector<Tensor> alone = merge(xb, mb, &sb, r);
+      for (int64_t i = 0; i < (t - r) * d; ++i)
+        ASSERT_EQ(alone[0].data<float>()[i], together[0].data<float>()[b * (t - r) * d + i]) << b << " " << threads << " " << i;
+      for (int64_t i = 0; i < t - r; ++i) {
+        ASSERT_EQ(alone[1].data<float>()[i], together[1].data<float>()[b * (t - r) + i]);
+        ASSERT_EQ(alone[2].data<float>()[i], together[2].data<float>()[b * (t - r) + i]);
+      }
+    }
+  }
+}
+
+TEST(TokenMerge, MergesRTokensEvenWithANanMetric) {
+  // No cosine compares, so the first r A tokens (2 and 4) go into the first B token (1).
+  const int64_t t = 7, d = 2;
+  Tensor x = floats({1, t, d}, {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6});
+  Tensor m = floats({1, t, 3}, std::vector<float>(t * 3, std::numeric_limits<float>::quiet_NaN()));
+  auto out = merge(x, m, nullptr, 2);
+  ASSERT_EQ(out[0].shape(), (Shape{1, 5, 2}));
+  std::vector<float> want = {0, 0, (1 + 2 + 4) / 3.f, (1 + 2 + 4) / 3.f, 3, 3, 5, 5, 6, 6};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(out[0].data<float>()[i], want[i]) << i;
+  EXPECT_FLOAT_EQ(out[1].data<float>()[1], 3);
+}
+
+// row_dots (and, where the CPU has it, its AVX-512 twin) against sums in double, over tile
+// remainders in both directions and widths with and without a partial vector.
+TEST(RowDots, MatchDoubleSums) {
+  for (int64_t c : {1, 7, 16, 33, 771}) {
+    const int64_t rows = 23;
+    std::vector<float> m = testing::normal(static_cast<size_t>(rows * c), static_cast<unsigned>(c));
+    for (int64_t na : {1, 3, 4, 9})
+      for (int64_t nb : {1, 2, 5, 11}) {
+        std::vector<int64_t> a, b;
+        for (int64_t i = 0; i < na; ++i) a.push_back((i * 5 + 2) % rows);
+        for (int64_t j = 0; j < nb; ++j) b.push_back((j * 3 + 1) % rows);
+        std::vector<float> got(static_cast<size_t>(na * nb)), got512(got.size());
+        kernels::row_dots(m.data(), c, a.data(), na, b.data(), nb, got.data());
+        const bool avx512 = cpu_features().avx512f;
+        if (avx512) kernels::row_dots_avx512(m.data(), c, a.data(), na, b.data(), nb, got512.data());
+        for (int64_t i = 0; i < na; ++i)
+          for (int64_t j = 0; j < nb; ++j) {
+            double want = 0, scale = 0;
+            for (int64_t k = 0; k < c; ++k) {
+              want += double(m[a[i] * c + k]) * m[b[j] * c + k];
+              scale += std::abs(double(m[a[i] * c + k]) * m[b[j] * c + k]);
+            }
+            EXPECT_NEAR(got[i * nb + j], want, 1e-6 * scale + 1e-30) << c << " " << na << " " << nb << " " << i << " " << j;
+            if (avx512) {
+              EXPECT_EQ(got512[i * nb + j], got[i * nb + j]);
+            }
+          }
+      }
+  }
 }
 
 }  // namespace

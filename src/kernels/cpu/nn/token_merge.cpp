@@ -9,48 +9,113 @@
 // token (cosine of the metric) is its match; the r A tokens with the most similar matches merge
 // into them, as the size-weighted mean of features. The rest keep their order, so r = 0 changes
 // nothing. r' is r capped by the A tokens that may merge.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "core/parallel.h"
 #include "kernels/cpu/common/registry.h"
+#include "kernels/cpu/nn/row_dots.h"
 
 namespace mminfer::kernels {
 
 namespace {
 
-// Dot products of row x with rows y[0..Q), each in two 8-lane chains, so that 2 x Q chains
-// of multiply-adds run at once rather than one chain of dependent adds. (The similarity matrix
-// is a few dozen rows square: a GEMM library call cost more in threading than its arithmetic.)
-template <int Q>
-void dots(const float* x, const float* const* y, int64_t c, float* out) {
-  __m256 acc[Q][2];
-  for (int q = 0; q < Q; ++q) acc[q][0] = acc[q][1] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 16 <= c; k += 16) {
-    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
-    for (int q = 0; q < Q; ++q) {
-      acc[q][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(y[q] + k), acc[q][0]);
-      acc[q][1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(y[q] + k + 8), acc[q][1]);
+// 1 / |row|, or 0 for a zero row.
+float inverse_norm(const float* m, int64_t c, int64_t row) {
+  float n;
+  row_dots(m, c, &row, 1, &row, 1, &n);
+  return n > 0 ? 1.f / std::sqrt(n) : 0.f;
+}
+
+// Work below which the similarity rows stay on one thread (multiply-adds), and floats below which
+// the output rows do. One image of a ViT-B (24 x 25 rows of 768, 50 rows out) stays on one: at
+// that size forking costs more than it saves.
+constexpr int64_t kSimilarityGrain = 1 << 20;
+constexpr int64_t kRowsGrain = 1 << 16;
+
+// A tokens a[0..na) of one image against its B tokens: each one's most similar B token (the
+// cosine of the metric rows m, c floats each) and that cosine. The first of equal ones wins; a
+// token with no comparable cosine (NaN metric) keeps the first B token and -inf, so that exactly
+// r tokens still merge.
+void best_matches(const float* m, int64_t c, const int64_t* a, int64_t na, const int64_t* b, int64_t nb,
+                  std::vector<float>& dots, std::vector<float>& inv_b, float* score, int64_t* match) {
+  // Cosine similarity: the rows' dot products over their norms (no normalized copy, which for
+  // a ViT's width cost more in fresh memory than the products themselves).
+  for (int64_t j = 0; j < nb; ++j) inv_b[j] = inverse_norm(m, c, b[j]);
+  dots.resize(static_cast<size_t>(na * nb));
+  row_dots(m, c, a, na, b, nb, dots.data());
+  for (int64_t i = 0; i < na; ++i) {
+    const float inv_a = inverse_norm(m, c, a[i]);
+    float best = -INFINITY;
+    int64_t at = b[0];
+    for (int64_t j = 0; j < nb; ++j) {
+      const float sim = dots[i * nb + j] * inv_a * inv_b[j];
+      if (sim > best) best = sim, at = b[j];
     }
-  }
-  for (int q = 0; q < Q; ++q) {
-    alignas(32) float lane[8];
-    _mm256_store_ps(lane, _mm256_add_ps(acc[q][0], acc[q][1]));
-    float sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
-    for (int64_t e = k; e < c; ++e) sum += x[e] * y[q][e];
-    out[q] = sum;
+    score[i] = best, match[i] = at;
   }
 }
 
-// 1 / |row|, or 0 for a zero row.
-float inverse_norm(const float* row, int64_t c) {
-  float n;
-  dots<1>(row, &row, c, &n);
-  return n > 0 ? 1.f / std::sqrt(n) : 0.f;
+// Where each token's row goes, per image (index b * T + token): `into` the B token it merges into
+// (-1: kept), `dest` its output row, `share` the factor its features weigh with in that row
+// (its size over the row's total), `weight` a kept token's total size, `receives` whether a
+// kept token takes others in (else its row is copied as it is).
+struct Plan {
+  std::vector<int64_t> into, dest;
+  std::vector<float> share, weight;
+  std::vector<char> receives;
+};
+
+// The r A tokens with the most similar matches merge (ties: the earlier A token first).
+Plan plan_merges(int64_t batch, int64_t t, int64_t r, int64_t na, const std::vector<int64_t>& a_tokens,
+                 const std::vector<float>& score, const std::vector<int64_t>& match, const Tensor* sizes) {
+  const size_t n = static_cast<size_t>(batch * t);
+  Plan p{std::vector<int64_t>(n, -1), std::vector<int64_t>(n, -1), std::vector<float>(n), std::vector<float>(n, 1.f),
+         std::vector<char>(n, 0)};
+  std::vector<size_t> order(static_cast<size_t>(na));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t o = b * t;
+    const float* s = score.data() + b * na;
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) { return s[i] > s[j]; });
+    std::vector<float> size(static_cast<size_t>(t), 1.f);
+    if (sizes) std::copy_n(sizes->data<float>() + o, t, size.begin());
+    for (int64_t k = 0; k < r; ++k) p.into[o + a_tokens[order[k]]] = match[b * na + order[k]];
+    std::copy(size.begin(), size.end(), p.weight.begin() + o);
+    for (int64_t i = 0; i < t; ++i)
+      if (const int64_t j = p.into[o + i]; j >= 0) p.weight[o + j] += size[i], p.receives[o + j] = 1;
+    int64_t w = 0;
+    for (int64_t i = 0; i < t; ++i)
+      if (p.into[o + i] < 0) p.dest[o + i] = w++, p.share[o + i] = size[i] / p.weight[o + i];
+    for (int64_t i = 0; i < t; ++i)
+      if (const int64_t j = p.into[o + i]; j >= 0) p.dest[o + i] = p.dest[o + j], p.share[o + i] = size[i] / p.weight[o + j];
+  }
+  return p;
+}
+
+// Columns [e0, e1) of image b's output rows: each kept token's row (scaled by its share where
+// others merge into it), then each merged token's share added, in token order.
+void write_rows(const Plan& p, int64_t b, int64_t t, int64_t d, int64_t e0, int64_t e1, const float* x, float* y) {
+  const int64_t o = b * t;
+  for (int64_t i = 0; i < t; ++i) {
+    if (p.into[o + i] >= 0) continue;
+    const float* xi = x + i * d;
+    float* yw = y + p.dest[o + i] * d;
+    if (!p.receives[o + i]) {
+      std::copy(xi + e0, xi + e1, yw + e0);
+      continue;
+    }
+    const float f = p.share[o + i];
+    for (int64_t e = e0; e < e1; ++e) yw[e] = f * xi[e];
+  }
+  for (int64_t i = 0; i < t; ++i) {
+    if (p.into[o + i] < 0) continue;
+    const float* xi = x + i * d;
+    float* yw = y + p.dest[o + i] * d;
+    const float f = p.share[o + i];
+    for (int64_t e = e0; e < e1; ++e) yw[e] += f * xi[e];
+  }
 }
 
 class TokenMergeKernel final : public Kernel {
@@ -77,76 +142,47 @@ class TokenMergeKernel final : public Kernel {
   void run(const Inputs& in, Outputs& out) override {
     const Tensor& x = *in[0];
     const int64_t batch = x.dim(0), t = x.dim(1), d = x.dim(2), c = in[1]->dim(2), r = merged(t);
-    const float* xs = x.data<float>();
     const float* ms = in[1]->data<float>();
-    const Tensor* size_in = sizes(in);
-    parallel_each(batch, [&](int64_t b) {
-      const float* xb = xs + b * t * d;
-      const float* mb = ms + b * t * c;
-      std::vector<float> size(static_cast<size_t>(t), 1.f);
-      if (size_in) std::copy_n(size_in->data<float>() + b * t, t, size.begin());
-      // Cosine similarity: the rows' dot products over their norms (no normalized copy, which
-      // for a ViT's width cost more in fresh memory than the products themselves).
-      std::vector<float> inv_norm(static_cast<size_t>(t));
-      for (int64_t i = 0; i < t; ++i) inv_norm[i] = inverse_norm(mb + i * c, c);
-      // Each mergeable A token's best B match.
-      std::vector<int64_t> a_tokens, b_tokens;
-      for (int64_t i = protect_first_ ? 2 : 0; i < t; i += 2) a_tokens.push_back(i);
-      for (int64_t j = 1; j < t; j += 2) b_tokens.push_back(j);
-      std::vector<float> score(a_tokens.size(), -INFINITY);
-      std::vector<int64_t> match(a_tokens.size(), -1);
-      for (size_t i = 0; i < a_tokens.size(); ++i) {
-        const float* ma = mb + a_tokens[i] * c;
-        for (size_t j0 = 0; j0 < b_tokens.size(); j0 += 4) {
-          const int q = static_cast<int>(std::min<size_t>(4, b_tokens.size() - j0));
-          const float* rows[4];
-          float dot[4];
-          for (int p = 0; p < q; ++p) rows[p] = mb + b_tokens[j0 + p] * c;
-          if (q == 4) dots<4>(ma, rows, c, dot);
-          else for (int p = 0; p < q; ++p) dots<1>(ma, &rows[p], c, &dot[p]);
-          for (int p = 0; p < q; ++p) {
-            const float sim = dot[p] * inv_norm[a_tokens[i]] * inv_norm[b_tokens[j0 + p]];
-            if (sim > score[i]) score[i] = sim, match[i] = b_tokens[j0 + p];
-          }
-        }
+    // The mergeable A tokens and the B tokens, the same for every image.
+    std::vector<int64_t> a_tokens, b_tokens;
+    for (int64_t i = protect_first_ ? 2 : 0; i < t; i += 2) a_tokens.push_back(i);
+    for (int64_t j = 1; j < t; j += 2) b_tokens.push_back(j);
+    const int64_t na = static_cast<int64_t>(a_tokens.size()), nb = static_cast<int64_t>(b_tokens.size());
+    // Each A token's best match, then where every token's row goes, then the rows themselves.
+    // The two heavy steps split rows or columns over the threads, not images, so that a large
+    // image alone still uses them all.
+    std::vector<float> score(static_cast<size_t>(batch * na));
+    std::vector<int64_t> match(static_cast<size_t>(batch * na));
+    const int64_t grain = std::max<int64_t>(1, kSimilarityGrain / std::max<int64_t>(1, nb * c));
+    if (r > 0) parallel_for(batch * na, grain, [&](int64_t begin, int64_t end) {
+      std::vector<float> dots, inv_b(static_cast<size_t>(nb));
+      for (int64_t row = begin; row < end;) {
+        const int64_t b = row / na, i = row % na, rows = std::min(end - row, na - i);
+        best_matches(ms + b * t * c, c, a_tokens.data() + i, rows, b_tokens.data(), nb, dots, inv_b,
+                     score.data() + row, match.data() + row);
+        row += rows;
       }
-      std::vector<size_t> order(a_tokens.size());
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](size_t p, size_t q) { return score[p] > score[q]; });
-      // Which A tokens go into which B token; the B token's row is then their size-weighted mean.
-      std::vector<int64_t> into(static_cast<size_t>(t), -1);
-      for (int64_t k = 0; k < r; ++k) into[a_tokens[order[k]]] = match[order[k]];
-      std::vector<float> weight(size);
-      std::vector<bool> receives(static_cast<size_t>(t), false);
-      for (int64_t i = 0; i < t; ++i)
-        if (into[i] >= 0) weight[into[i]] += size[i], receives[into[i]] = true;
-      float* y = out[0]->data<float>() + b * (t - r) * d;
+    });
+    const Plan plan = plan_merges(batch, t, r, na, a_tokens, score, match, sizes(in));
+    for (int64_t b = 0; b < batch; ++b) {
       float* so = out[1]->data<float>() + b * (t - r);
       float* lo = out[2]->data<float>() + b * (t - r);
-      std::vector<int64_t> row(static_cast<size_t>(t), -1);  // each kept token's output row
-      int64_t w = 0;
       for (int64_t i = 0; i < t; ++i) {
-        if (into[i] >= 0) continue;
-        row[i] = w;
-        float* yw = y + w * d;
-        const float* xi = xb + i * d;
-        if (receives[i]) {
-          const float f = size[i] / weight[i];
-          for (int64_t e = 0; e < d; ++e) yw[e] = f * xi[e];
-        } else {
-          std::copy_n(xi, d, yw);
-        }
-        so[w] = weight[i];
-        lo[w] = std::log(weight[i]);
-        ++w;
+        const int64_t k = b * t + i;
+        if (plan.into[k] >= 0) continue;
+        so[plan.dest[k]] = plan.weight[k];
+        lo[plan.dest[k]] = std::log(plan.weight[k]);
       }
-      for (int64_t i = 0; i < t; ++i) {
-        if (into[i] < 0) continue;
-        const int64_t j = into[i];
-        const float f = size[i] / weight[j];
-        float* yw = y + row[j] * d;
-        const float* xi = xb + i * d;
-        for (int64_t e = 0; e < d; ++e) yw[e] += f * xi[e];
+    }
+    // The rows in column blocks of 16, the blocks over the threads.
+    const int64_t blocks = (d + 15) / 16;
+    const float* xs = x.data<float>();
+    float* ys = out[0]->data<float>();
+    parallel_for(batch * blocks, std::max<int64_t>(1, kRowsGrain / (16 * t)), [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end;) {
+        const int64_t b = u / blocks, first = u % blocks, last = std::min(blocks, first + (end - u));
+        write_rows(plan, b, t, d, first * 16, std::min(d, last * 16), xs + b * t * d, ys + b * (t - r) * d);
+        u += last - first;
       }
     });
   }

@@ -1,0 +1,29 @@
+// The AVX-512 row dots (row_dots.h): 4 x 4 tiles, 16 sums and 4 rows of b in 32 registers.
+// Reached only when cpu_features() has AVX-512 F.
+#include <immintrin.h>
+
+#include "kernels/cpu/nn/row_dots.h"
+#include "kernels/cpu/nn/row_dots_body.h"
+
+namespace mminfer::kernels {
+
+namespace {
+
+struct Avx512Ops {
+  using V = __m512;
+  static constexpr int64_t kLanes = 16;
+  static constexpr int kTileA = 4, kTileB = 4;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static float sum(V v) { return _mm512_reduce_add_ps(v); }
+};
+
+}  // namespace
+
+void row_dots_avx512(const float* m, int64_t c, const int64_t* a, int64_t na, const int64_t* b, int64_t nb,
+                     float* out) {
+  row_dots_body<Avx512Ops>(m, c, a, na, b, nb, out);
+}
+
+}  // namespace mminfer::kernels
