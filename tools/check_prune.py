@@ -35,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 from output_compare import errors, load_output, run_mminfer, run_tool, verdict  # noqa: E402
+from profile_work import trace_matmul_flops  # noqa: E402
 import reference_models  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -178,50 +179,6 @@ def activations(node, src, names, samples, work):
             a = np.load(files[n]) if n in inputs else load_output(d, n)
             rows[n].append(a.reshape(-1, a.shape[-1]).astype(np.float64))
     return {n: np.concatenate(v) for n, v in rows.items()}
-
-
-def trace_shapes(trace, op_type):
-    """(input shapes, output shape) of each `op_type` event in a profile, as lists of ints."""
-    with open(trace) as f:
-        events = json.load(f)["traceEvents"]
-    for e in events:
-        a = e.get("args", {})
-        if a.get("op_type") != op_type:
-            continue
-        ins, _, out = a["shapes"].partition("->")
-        yield ([[int(x) for x in i.strip().split("x")] for i in ins.split(",")], [int(x) for x in out.strip().split("x")])
-
-
-def trace_matmul_products(trace):
-    """(FLOPs, constant weight bytes) of each MatMul event: 2 x the output's size x the shared
-    dimension; a 2-D second operand is a float32 weight, a batched one (attention) is not."""
-    for ins, out in trace_shapes(trace, "MatMul"):
-        yield 2 * int(np.prod(out)) * ins[0][-1], int(np.prod(ins[1])) * 4 if len(ins[1]) == 2 else 0
-
-
-def trace_conv_products(trace):
-    """(FLOPs, weight bytes) of each Conv event: 2 x the output's size x the weight's size per
-    output channel (a ViT's patch embedding, which token merging leaves as it is)."""
-    for ins, out in trace_shapes(trace, "Conv"):
-        yield 2 * int(np.prod(out)) * int(np.prod(ins[1][1:])), int(np.prod(ins[1])) * 4
-
-
-def trace_matmul_flops(trace):
-    """MatMul FLOPs in a profile."""
-    return sum(f for f, _ in trace_matmul_products(trace))
-
-
-def trace_compute_flops(trace):
-    """MatMul and Conv FLOPs in a profile."""
-    return trace_matmul_flops(trace) + sum(f for f, _ in trace_conv_products(trace))
-
-
-def trace_roofline_seconds(trace, gflops, gbps):
-    """A profile's MatMul and Conv time as a roofline predicts it: each event takes the longer of
-    its FLOPs at `gflops` and reading its weight at `gbps`. With few rows a product cannot run
-    faster than its weights stream from DRAM, however few FLOPs it has left."""
-    products = list(trace_matmul_products(trace)) + list(trace_conv_products(trace))
-    return sum(max(f / (gflops * 1e9), w / (gbps * 1e9)) for f, w in products)
 
 
 def matmul_flops(mminfer, path, files, work):

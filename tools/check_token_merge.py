@@ -27,7 +27,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from check_prune import compare, export, trace_matmul_flops  # noqa: E402
+from check_prune import compare, export  # noqa: E402
+from profile_work import trace_matmul_flops  # noqa: E402
 from output_compare import load_output, run_mminfer, run_tool, verdict  # noqa: E402
 
 import numpy as np  # noqa: E402
