@@ -1,4 +1,5 @@
 // RoiAlign and MaxRoiPool: pool each region of interest of an N,C,H,W map to a fixed grid.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -64,38 +65,70 @@ class RoiAlign final : public Kernel {
       for (int64_t rc = begin; rc < end; ++rc) {
         int64_t r = rc / C, c = rc % C;
         const T* plane = x + (batch[r] * C + c) * H * W;
+        T* dst = y + rc * out_h_ * out_w_;
         double offset = half_pixel_ ? 0.5 : 0.0;
         double x0 = rois[r * 4] * spatial_scale_ - offset, y0 = rois[r * 4 + 1] * spatial_scale_ - offset;
         double x1 = rois[r * 4 + 2] * spatial_scale_ - offset, y1 = rois[r * 4 + 3] * spatial_scale_ - offset;
+        if (!std::isfinite(x0) || !std::isfinite(y0) || !std::isfinite(x1) || !std::isfinite(y1)) {
+          // No sample of a region without finite corners is defined: NaN shows it.
+          std::fill(dst, dst + out_h_ * out_w_, std::numeric_limits<T>::quiet_NaN());
+          continue;
+        }
         double rw = x1 - x0, rh = y1 - y0;
         if (!half_pixel_) {
           rw = std::max(rw, 1.0);
           rh = std::max(rh, 1.0);
         }
         double bin_h = rh / static_cast<double>(out_h_), bin_w = rw / static_cast<double>(out_w_);
-        int64_t gh =
-            sampling_ratio_ > 0 ? sampling_ratio_ : static_cast<int64_t>(std::ceil(rh / static_cast<double>(out_h_)));
-        int64_t gw =
-            sampling_ratio_ > 0 ? sampling_ratio_ : static_cast<int64_t>(std::ceil(rw / static_cast<double>(out_w_)));
-        double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
-        T* dst = y + rc * out_h_ * out_w_;
-        for (int64_t ph = 0; ph < out_h_; ++ph)
+        // Samples per bin: as many as the bin is wide, for the adaptive grid. A region far larger
+        // than the map has billions; only those that can land on the map are visited (below), the
+        // others read 0 as sample() would.
+        double gh = sampling_ratio_ > 0 ? static_cast<double>(sampling_ratio_) : std::ceil(bin_h);
+        double gw = sampling_ratio_ > 0 ? static_cast<double>(sampling_ratio_) : std::ceil(bin_w);
+        double count = std::max(gh * gw, 1.0);
+        for (int64_t ph = 0; ph < out_h_; ++ph) {
+          const SampleRange ys = on_map(y0 + ph * bin_h, bin_h, gh, H);
           for (int64_t pw = 0; pw < out_w_; ++pw) {
+            const SampleRange xr = on_map(x0 + pw * bin_w, bin_w, gw, W);
             double acc = max_mode_ ? -std::numeric_limits<double>::infinity() : 0.0;
             bool any = false;
-            for (int64_t iy = 0; iy < gh; ++iy) {
-              double yy = y0 + ph * bin_h + (iy + 0.5) * bin_h / static_cast<double>(gh);
-              for (int64_t ix = 0; ix < gw; ++ix) {
-                double xx = x0 + pw * bin_w + (ix + 0.5) * bin_w / static_cast<double>(gw);
+            for (int64_t iy = ys.first; iy < ys.last; ++iy) {
+              double yy = y0 + ph * bin_h + (static_cast<double>(iy) + 0.5) * bin_h / gh;
+              for (int64_t ix = xr.first; ix < xr.last; ++ix) {
+                double xx = x0 + pw * bin_w + (static_cast<double>(ix) + 0.5) * bin_w / gw;
                 double v = sample(plane, H, W, yy, xx);
                 any = true;
                 acc = max_mode_ ? std::max(acc, v) : acc + v;
               }
             }
+            // Samples skipped off the map read 0: a sum is unchanged, a maximum meets 0.
+            if (max_mode_ && (ys.skipped || xr.skipped) && gh >= 1 && gw >= 1) acc = std::max(acc, 0.0), any = true;
             dst[ph * out_w_ + pw] = static_cast<T>(max_mode_ ? (any ? acc : 0.0) : acc / count);
           }
+        }
       }
     });
+  }
+
+  // The samples of a bin along one axis that may land on the map: [first, last) of the n
+  // samples at start + (i + 0.5) * size / n, widened by two against rounding (sample() checks
+  // each one); `skipped`: some of the n lie outside it.
+  struct SampleRange {
+    int64_t first = 0, last = 0;
+    bool skipped = false;
+  };
+  static SampleRange on_map(double start, double size, double n, int64_t extent) {
+    if (!(n >= 1)) return {};
+    const double step = size / n;
+    double lo = 0, hi = n;
+    if (step > 0) {
+      lo = std::max(0.0, std::floor((-1.0 - start) / step - 0.5) - 2);
+      hi = std::min(n, std::ceil((static_cast<double>(extent) - start) / step - 0.5) + 3);
+    }
+    if (hi <= lo) return {0, 0, true};
+    SampleRange r{static_cast<int64_t>(lo), static_cast<int64_t>(hi), false};
+    r.skipped = r.first > 0 || static_cast<double>(r.last) < n;
+    return r;
   }
 
   // Bilinear sample; in max mode the largest weighted corner stands for the sample, which
@@ -159,12 +192,17 @@ class MaxRoiPool final : public Kernel {
     const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], R = static_cast<int64_t>(rois.size() / 5);
     for (int64_t r = 0; r < R; ++r) {
       const float* roi = &rois[r * 5];
-      int64_t b = static_cast<int64_t>(roi[0]);
-      if (b < 0 || b >= N) fail("rois batch index " + std::to_string(b) + " is outside batch " + std::to_string(N));
-      int64_t sw = static_cast<int64_t>(std::round(roi[1] * scale_)),
-              sh = static_cast<int64_t>(std::round(roi[2] * scale_));
-      int64_t ew = static_cast<int64_t>(std::round(roi[3] * scale_)),
-              eh = static_cast<int64_t>(std::round(roi[4] * scale_));
+      if (!(roi[0] >= 0 && roi[0] < static_cast<float>(N)))
+        fail("rois batch index " + std::to_string(roi[0]) + " is outside batch " + std::to_string(N));
+      const int64_t b = static_cast<int64_t>(roi[0]);
+      if (!std::isfinite(roi[1] * scale_) || !std::isfinite(roi[2] * scale_) || !std::isfinite(roi[3] * scale_) ||
+          !std::isfinite(roi[4] * scale_)) {
+        // No bin of a region without finite corners is defined: NaN shows it.
+        std::fill(y + r * C * ph_ * pw_, y + (r + 1) * C * ph_ * pw_, std::numeric_limits<T>::quiet_NaN());
+        continue;
+      }
+      int64_t sw = map_coordinate(roi[1] * scale_), sh = map_coordinate(roi[2] * scale_);
+      int64_t ew = map_coordinate(roi[3] * scale_), eh = map_coordinate(roi[4] * scale_);
       double bh = static_cast<double>(std::max<int64_t>(eh - sh + 1, 1)) / static_cast<double>(ph_);
       double bw = static_cast<double>(std::max<int64_t>(ew - sw + 1, 1)) / static_cast<double>(pw_);
       for (int64_t c = 0; c < C; ++c) {
@@ -185,6 +223,14 @@ class MaxRoiPool final : public Kernel {
       }
     }
   }
+  // A corner rounded to the map's grid and held within 2^40 of the origin, far past any map,
+  // so that sums of corners cannot overflow; a region reaching further is pooled as if it ended
+  // there.
+  static int64_t map_coordinate(double v) {
+    constexpr double kFar = 1099511627776.0;
+    return static_cast<int64_t>(std::clamp(std::round(v), -kFar, kFar));
+  }
+
   int64_t ph_ = 1, pw_ = 1;
   float scale_ = 1.0f;
 };
