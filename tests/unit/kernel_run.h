@@ -18,6 +18,13 @@ inline std::vector<float> normal(size_t n, unsigned seed, float scale = 1.f, flo
   return v;
 }
 
+// A float32 tensor of `shape` holding `v` (its size must match).
+inline Tensor floats(Shape shape, const std::vector<float>& v) {
+  Tensor t = Tensor::empty(DType::kFloat32, std::move(shape));
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
 // Creates the kernel for `op` with the inputs whose `constant` flag is set offered as constants
 // (so weights are packed at creation), infers and runs it `runs` times (a second run covers state
 // the kernel caches); returns the last run's outputs. Float outputs it allocates start as garbage,

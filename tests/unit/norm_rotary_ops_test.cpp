@@ -12,15 +12,10 @@ using mminfer::Attributes;
 using mminfer::DType;
 using mminfer::Shape;
 using mminfer::Tensor;
+using mminfer::testing::floats;
 using mminfer::testing::run_kernel_once;
 
 namespace {
-
-Tensor floats(Shape shape, std::vector<float> v) {
-  Tensor t = Tensor::empty(DType::kFloat32, std::move(shape));
-  std::memcpy(t.data<float>(), v.data(), v.size() * sizeof(float));
-  return t;
-}
 
 Tensor ints(Shape shape, std::vector<int64_t> v) {
   Tensor t = Tensor::empty(DType::kInt64, std::move(shape));

@@ -12,11 +12,7 @@
 namespace mminfer {
 namespace {
 
-Tensor floats(Shape shape, std::vector<float> v) {
-  Tensor t = Tensor::empty(DType::kFloat32, shape);
-  std::copy(v.begin(), v.end(), t.data<float>());
-  return t;
-}
+using testing::floats;
 
 Tensor roi_align(const Tensor& x, std::vector<float> box, const std::string& mode, int64_t out = 2) {
   Attributes a;

@@ -15,11 +15,7 @@
 namespace mminfer {
 namespace {
 
-Tensor floats(Shape shape, std::vector<float> v) {
-  Tensor t = Tensor::empty(DType::kFloat32, shape);
-  std::copy(v.begin(), v.end(), t.data<float>());
-  return t;
-}
+using testing::floats;
 
 std::vector<Tensor> merge(const Tensor& x, const Tensor& metric, const Tensor* sizes, int64_t r) {
   Attributes a;
