@@ -6,7 +6,9 @@ Slice steps, Split sizes, integer division by zero, casts of non-finite floats.
 
 Each case is a one-node model run by `mminfer run` under an 8 GB address-space limit. It must end
 within 30 s in either a result (exit 0) or one error line naming the node and its op (exit 1):
-never a signal, a hang or another exit code.
+never a signal, a hang or another exit code. Where a case names what its error must say, it says
+that. The contrib ops of generative models get the same: RotaryEmbedding positions past its
+caches, GroupQueryAttention sequence lengths that do not fit its cache.
 
   hostile_op_inputs.py MMINFER WORK
 """
@@ -30,14 +32,15 @@ def i64(*v):
 
 
 def cases():
-    """(name, op, [(input name, array or None)], attributes, outputs, opset)."""
+    """(name, op, [(input name, array or None)], attributes, outputs, opset, domain, expected error
+    words or None)."""
     rng = np.random.default_rng(0)
     x = rng.random((1, 2, 8, 8), dtype=np.float32)
     v = rng.random((2, 5), dtype=np.float32)
     out = []
 
-    def add(name, op, inputs, attrs=None, outputs=1, opset=17):
-        out.append((name, op, inputs, attrs or {}, outputs, opset))
+    def add(name, op, inputs, attrs=None, outputs=1, opset=17, domain="", expect=None):
+        out.append((name, op, inputs, attrs or {}, outputs, opset, domain, expect))
 
     for tag, box in [("nan", f32(NAN, 0, 4, 4)), ("inf", f32(0, 0, INF, INF)), ("huge", f32(0, 0, 1e12, 1e12)),
                      ("neghuge", f32(-1e30, -1e30, 1e30, 1e30))]:
@@ -100,7 +103,8 @@ def cases():
         add(f"slice_{tag}", "Slice", [("x", v), ("st", i64(start)), ("en", i64(end)), ("ax", i64(1)), ("sp", i64(step))])
     add("split_short", "Split", [("x", v), ("s", i64(2, 2))], {"axis": 1}, outputs=2)
     add("split_neg", "Split", [("x", v), ("s", i64(7, -2))], {"axis": 1}, outputs=2)
-    add("cumsum_axis", "CumSum", [("x", v), ("a", np.int64(5))])
+    add("cumsum_axis", "CumSum", [("x", v), ("a", np.int64(5))], expect="axis 5 is out of range for rank 2")
+    add("hardmax_axis", "Hardmax", [("x", v)], {"axis": -9}, expect="axis -9 is out of range for rank 2")
     add("trilu_huge", "Trilu", [("x", v), ("k", np.int64(1 << 62))])
     add("eyelike_huge", "EyeLike", [("x", np.zeros((3, 4), np.float32))], {"k": 1 << 40})
     add("mod_zero", "Mod", [("a", i64(5, 3)), ("b", i64(0, 0))])
@@ -112,19 +116,50 @@ def cases():
     add("quantize_scale0", "QuantizeLinear", [("a", f32(1, 2)), ("s", f32(0)), ("z", np.uint8(0))])
     add("maxpool_window", "MaxPool", [("x", x)], {"kernel_shape": [100, 100]})
     add("conv_dilation", "Conv", [("x", x), ("w", np.ones((2, 2, 3, 3), np.float32))], {"dilations": [1 << 30, 1 << 30]})
+    seq = rng.random((4, 2, 3), dtype=np.float32)
+    for tag, lens in [("huge", i64(1 << 40, 2)), ("neg", i64(-1, 2))]:
+        add(f"reversesequence_{tag}", "ReverseSequence", [("x", seq), ("l", lens)], {"batch_axis": 1, "time_axis": 0})
+    pooled = rng.random((1, 1, 2, 2), dtype=np.float32)
+    for tag, index in [("past", 99), ("neg", -5)]:
+        add(f"maxunpool_{tag}", "MaxUnpool", [("x", pooled), ("i", np.array([[[[0, index], [5, 10]]]], np.int64))],
+            {"kernel_shape": [2, 2], "strides": [2, 2]})
+    add("compress_long", "Compress", [("x", seq), ("c", np.ones(9, bool))], {"axis": 1})
+    signal = rng.random((1, 16, 1), dtype=np.float32)
+    for tag, (length, step) in {"step0": (4, 0), "huge": (1 << 40, 1), "neg": (-4, 2)}.items():
+        add(f"stft_{tag}", "STFT", [("s", signal), ("st", np.int64(step)), ("w", None), ("fl", np.int64(length))])
+    for tag, n in [("huge", 1 << 40), ("neg", -3)]:
+        add(f"hannwindow_{tag}", "HannWindow", [("n", np.int64(n))])
+        add(f"dft_{tag}", "DFT", [("x", signal[:, :8]), ("n", np.int64(n))])
+    add("melweightmatrix_huge", "MelWeightMatrix", [("n", np.int64(1 << 20)), ("d", np.int64(1 << 20)), ("r", np.int64(16000)),
+                                                    ("lo", np.float32(0)), ("hi", np.float32(8000))])
+    # Generative models' contrib ops, on a cache of 3 tokens, 2 heads of 4 sharing one KV head.
+    hidden = rng.random((1, 2, 8), dtype=np.float32)
+    cos, sin = rng.random((8, 2), dtype=np.float32), rng.random((8, 2), dtype=np.float32)
+    for tag, pos in [("past", np.array([[0, 9]], np.int64)), ("neg", np.array([[0, -3]], np.int64)), ("huge", i64(1 << 40))]:
+        add(f"rotary_{tag}", "RotaryEmbedding", [("x", hidden), ("p", pos), ("cos", cos), ("sin", sin)], {"num_heads": 2},
+            domain="com.microsoft", expect="outside the cos/sin caches")
+    kv = rng.random((1, 2, 4), dtype=np.float32)
+    cache = rng.random((1, 1, 3, 4), dtype=np.float32)
+    for tag, (lens, total) in {"lens_huge": (1 << 30, 5), "lens_neg": (-5, 5), "lens_past_total": (8, 5), "total_short": (4, 1),
+                               "total_neg": (4, -4)}.items():
+        add(f"groupqueryattention_{tag}", "GroupQueryAttention",
+            [("q", hidden), ("k", kv), ("v", kv), ("pk", cache), ("pv", cache), ("l", np.array([lens], np.int32)),
+             ("t", np.int32(total))], {"num_heads": 2, "kv_num_heads": 1}, outputs=3, domain="com.microsoft")
     return out
 
 
-def run_case(mminfer, work, name, op, inputs, attrs, outputs, opset):
+def run_case(mminfer, work, name, op, inputs, attrs, outputs, opset, domain, expect):
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     given = [(n, np.asarray(a)) for n, a in inputs if a is not None]
-    node = helper.make_node(op, [n if a is not None else "" for n, a in inputs], [f"y{i}" for i in range(outputs)], **attrs)
+    node = helper.make_node(op, [n if a is not None else "" for n, a in inputs], [f"y{i}" for i in range(outputs)],
+                            domain=domain, **attrs)
     graph = helper.make_graph(
         [node], name, [helper.make_tensor_value_info(n, numpy_helper.from_array(a).data_type, list(a.shape)) for n, a in given],
         [helper.make_tensor_value_info(f"y{i}", TensorProto.UNDEFINED, None) for i in range(outputs)])
     path = os.path.join(d, "model.onnx")
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    onnx.save(helper.make_model(graph, opset_imports=opsets), path)
     cmd = [mminfer, "run", path, "--output-dir", os.path.join(d, "out")]
     for n, a in given:
         f = os.path.join(d, n + ".npy")
@@ -136,9 +171,9 @@ def run_case(mminfer, work, name, op, inputs, attrs, outputs, opset):
     except subprocess.TimeoutExpired:
         return "did not end within 30 s"
     lines = r.stderr.strip().splitlines()
-    if r.returncode == 0:
+    if r.returncode == 0 and expect is None:
         return None
-    if r.returncode == 1 and len(lines) == 1 and f"({op})" in lines[0]:
+    if r.returncode == 1 and len(lines) == 1 and f"({op})" in lines[0] and (expect is None or expect in lines[0]):
         return None
     return f"exit {r.returncode}: {r.stderr.strip()[-300:]!r}"
 
