@@ -67,31 +67,31 @@ struct Plan {
   std::vector<char> receives;
 };
 
-// The r A tokens with the most similar matches merge (ties: the earlier A token first).
-Plan plan_merges(int64_t batch, int64_t t, int64_t r, int64_t na, const std::vector<int64_t>& a_tokens,
-                 const std::vector<float>& score, const std::vector<int64_t>& match, const Tensor* sizes) {
+Plan empty_plan(int64_t batch, int64_t t) {
   const size_t n = static_cast<size_t>(batch * t);
-  Plan p{std::vector<int64_t>(n, -1), std::vector<int64_t>(n, -1), std::vector<float>(n), std::vector<float>(n, 1.f),
-         std::vector<char>(n, 0)};
-  std::vector<size_t> order(static_cast<size_t>(na));
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t o = b * t;
-    const float* s = score.data() + b * na;
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) { return s[i] > s[j]; });
-    std::vector<float> size(static_cast<size_t>(t), 1.f);
-    if (sizes) std::copy_n(sizes->data<float>() + o, t, size.begin());
-    for (int64_t k = 0; k < r; ++k) p.into[o + a_tokens[order[k]]] = match[b * na + order[k]];
-    std::copy(size.begin(), size.end(), p.weight.begin() + o);
-    for (int64_t i = 0; i < t; ++i)
-      if (const int64_t j = p.into[o + i]; j >= 0) p.weight[o + j] += size[i], p.receives[o + j] = 1;
-    int64_t w = 0;
-    for (int64_t i = 0; i < t; ++i)
-      if (p.into[o + i] < 0) p.dest[o + i] = w++, p.share[o + i] = size[i] / p.weight[o + i];
-    for (int64_t i = 0; i < t; ++i)
-      if (const int64_t j = p.into[o + i]; j >= 0) p.dest[o + i] = p.dest[o + j], p.share[o + i] = size[i] / p.weight[o + j];
-  }
-  return p;
+  return {std::vector<int64_t>(n, -1), std::vector<int64_t>(n, -1), std::vector<float>(n), std::vector<float>(n, 1.f),
+          std::vector<char>(n, 0)};
+}
+
+// Image b's part of the plan from its A tokens' scores and matches: the r A tokens with the most
+// similar matches merge (ties: the earlier A token first). Images touch disjoint parts.
+void plan_image(Plan& p, int64_t b, int64_t t, int64_t r, const std::vector<int64_t>& a_tokens, const float* score,
+                const int64_t* match, const Tensor* sizes) {
+  const int64_t o = b * t;
+  std::vector<size_t> order(a_tokens.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) { return score[i] > score[j]; });
+  std::vector<float> size(static_cast<size_t>(t), 1.f);
+  if (sizes) std::copy_n(sizes->data<float>() + o, t, size.begin());
+  for (int64_t k = 0; k < r; ++k) p.into[o + a_tokens[order[k]]] = match[order[k]];
+  std::copy(size.begin(), size.end(), p.weight.begin() + o);
+  for (int64_t i = 0; i < t; ++i)
+    if (const int64_t j = p.into[o + i]; j >= 0) p.weight[o + j] += size[i], p.receives[o + j] = 1;
+  int64_t w = 0;
+  for (int64_t i = 0; i < t; ++i)
+    if (p.into[o + i] < 0) p.dest[o + i] = w++, p.share[o + i] = size[i] / p.weight[o + i];
+  for (int64_t i = 0; i < t; ++i)
+    if (const int64_t j = p.into[o + i]; j >= 0) p.dest[o + i] = p.dest[o + j], p.share[o + i] = size[i] / p.weight[o + j];
 }
 
 // Columns [e0, e1) of image b's output rows: each kept token's row (scaled by its share where
@@ -148,22 +148,46 @@ class TokenMergeKernel final : public Kernel {
     for (int64_t i = protect_first_ ? 2 : 0; i < t; i += 2) a_tokens.push_back(i);
     for (int64_t j = 1; j < t; j += 2) b_tokens.push_back(j);
     const int64_t na = static_cast<int64_t>(a_tokens.size()), nb = static_cast<int64_t>(b_tokens.size());
-    // Each A token's best match, then where every token's row goes, then the rows themselves.
-    // The two heavy steps split rows or columns over the threads, not images, so that a large
-    // image alone still uses them all.
+    // Each A token's best match, then where every token's row goes, then its row itself.
     std::vector<float> score(static_cast<size_t>(batch * na));
     std::vector<int64_t> match(static_cast<size_t>(batch * na));
-    const int64_t grain = std::max<int64_t>(1, kSimilarityGrain / std::max<int64_t>(1, nb * c));
-    if (r > 0) parallel_for(batch * na, grain, [&](int64_t begin, int64_t end) {
-      std::vector<float> dots, inv_b(static_cast<size_t>(nb));
-      for (int64_t row = begin; row < end;) {
-        const int64_t b = row / na, i = row % na, rows = std::min(end - row, na - i);
-        best_matches(ms + b * t * c, c, a_tokens.data() + i, rows, b_tokens.data(), nb, dots, inv_b,
-                     score.data() + row, match.data() + row);
-        row += rows;
-      }
-    });
-    const Plan plan = plan_merges(batch, t, r, na, a_tokens, score, match, sizes(in));
+    Plan plan = empty_plan(batch, t);
+    const float* xs = x.data<float>();
+    float* ys = out[0]->data<float>();
+    if (batch >= num_threads()) {
+      // Enough images for every thread: each image whole on one, in one parallel region.
+      parallel_each(batch, [&](int64_t b) {
+        std::vector<float> dots, inv_b(static_cast<size_t>(nb));
+        if (r > 0)
+          best_matches(ms + b * t * c, c, a_tokens.data(), na, b_tokens.data(), nb, dots, inv_b,
+                       score.data() + b * na, match.data() + b * na);
+        plan_image(plan, b, t, r, a_tokens, score.data() + b * na, match.data() + b * na, sizes(in));
+        write_rows(plan, b, t, d, 0, d, xs + b * t * d, ys + b * (t - r) * d);
+      });
+    } else {
+      // Fewer images than threads: the similarity rows and the output's column blocks are split
+      // instead, so that a large image alone still uses every thread.
+      const int64_t grain = std::max<int64_t>(1, kSimilarityGrain / std::max<int64_t>(1, nb * c));
+      if (r > 0) parallel_for(batch * na, grain, [&](int64_t begin, int64_t end) {
+        std::vector<float> dots, inv_b(static_cast<size_t>(nb));
+        for (int64_t row = begin; row < end;) {
+          const int64_t b = row / na, i = row % na, rows = std::min(end - row, na - i);
+          best_matches(ms + b * t * c, c, a_tokens.data() + i, rows, b_tokens.data(), nb, dots, inv_b,
+                       score.data() + row, match.data() + row);
+          row += rows;
+        }
+      });
+      for (int64_t b = 0; b < batch; ++b)
+        plan_image(plan, b, t, r, a_tokens, score.data() + b * na, match.data() + b * na, sizes(in));
+      const int64_t blocks = (d + 15) / 16;
+      parallel_for(batch * blocks, std::max<int64_t>(1, kRowsGrain / (16 * t)), [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end;) {
+          const int64_t b = u / blocks, first = u % blocks, last = std::min(blocks, first + (end - u));
+          write_rows(plan, b, t, d, first * 16, std::min(d, last * 16), xs + b * t * d, ys + b * (t - r) * d);
+          u += last - first;
+        }
+      });
+    }
     for (int64_t b = 0; b < batch; ++b) {
       float* so = out[1]->data<float>() + b * (t - r);
       float* lo = out[2]->data<float>() + b * (t - r);
@@ -174,17 +198,6 @@ class TokenMergeKernel final : public Kernel {
         lo[plan.dest[k]] = std::log(plan.weight[k]);
       }
     }
-    // The rows in column blocks of 16, the blocks over the threads.
-    const int64_t blocks = (d + 15) / 16;
-    const float* xs = x.data<float>();
-    float* ys = out[0]->data<float>();
-    parallel_for(batch * blocks, std::max<int64_t>(1, kRowsGrain / (16 * t)), [&](int64_t begin, int64_t end) {
-      for (int64_t u = begin; u < end;) {
-        const int64_t b = u / blocks, first = u % blocks, last = std::min(blocks, first + (end - u));
-        write_rows(plan, b, t, d, first * 16, std::min(d, last * 16), xs + b * t * d, ys + b * (t - r) * d);
-        u += last - first;
-      }
-    });
   }
 
  private:
