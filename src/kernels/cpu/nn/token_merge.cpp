@@ -78,12 +78,14 @@ Plan empty_plan(int64_t batch, int64_t t) {
 void plan_image(Plan& p, int64_t b, int64_t t, int64_t r, const std::vector<int64_t>& a_tokens, const float* score,
                 const int64_t* match, const Tensor* sizes) {
   const int64_t o = b * t;
-  std::vector<size_t> order(a_tokens.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) { return score[i] > score[j]; });
+  if (r > 0) {  // with r = 0 no scores were computed, and none is needed
+    std::vector<size_t> order(a_tokens.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) { return score[i] > score[j]; });
+    for (int64_t k = 0; k < r; ++k) p.into[o + a_tokens[order[k]]] = match[order[k]];
+  }
   std::vector<float> size(static_cast<size_t>(t), 1.f);
   if (sizes) std::copy_n(sizes->data<float>() + o, t, size.begin());
-  for (int64_t k = 0; k < r; ++k) p.into[o + a_tokens[order[k]]] = match[order[k]];
   std::copy(size.begin(), size.end(), p.weight.begin() + o);
   for (int64_t i = 0; i < t; ++i)
     if (const int64_t j = p.into[o + i]; j >= 0) p.weight[o + j] += size[i], p.receives[o + j] = 1;
