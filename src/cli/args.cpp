@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 
+#include "core/ascii.h"
 #include "core/parallel.h"
 
 #include "mminfer/status.h"
@@ -195,10 +196,7 @@ int draft_bits_flag(const Args& args, const std::string& default_word, bool fp32
 PrecisionPolicy decoder_precision_flags(const Args& args) {
   PrecisionPolicy p;
   for (const std::string& spec : args.all("--precision")) {
-    size_t start = 0;
-    while (start <= spec.size()) {
-      size_t comma = spec.find(',', start);
-      std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (const std::string& item : split_list(spec)) {
       size_t eq = item.find('=');
       std::string modality = eq == std::string::npos ? "text" : item.substr(0, eq);
       std::string word = eq == std::string::npos ? item : item.substr(eq + 1);
@@ -208,8 +206,6 @@ PrecisionPolicy decoder_precision_flags(const Args& args) {
       else if (word == "int8") p.decoder_weight_bits = 8;
       else if (word == "fp32") p.decoder_weight_bits = 0;
       else throw Error("--precision: unknown decoder precision '" + word + "' (use int4, int8 or fp32)");
-      if (comma == std::string::npos) break;
-      start = comma + 1;
     }
   }
   if (args.has("--block-size")) {
@@ -228,15 +224,9 @@ PrecisionPolicy decoder_precision_flags(const Args& args) {
 }
 
 std::vector<std::string> comma_list(const std::string& list, const std::string& flag, const std::string& form) {
-  std::vector<std::string> items;
-  for (size_t start = 0;;) {
-    size_t comma = list.find(',', start);
-    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  std::vector<std::string> items = split_list(list);
+  for (const std::string& item : items)
     if (item.empty()) throw Error(flag + " expects " + form + ", got '" + list + "'");
-    items.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
   return items;
 }
 

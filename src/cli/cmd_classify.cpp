@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <span>
 
+#include "core/ascii.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/json_output.h"
@@ -16,17 +17,10 @@ namespace mminfer::cli {
 namespace {
 
 // "a, b ,c" -> {"a", "b", "c"}; empty pieces stay (and are refused with their position later).
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t from = 0;
-  while (true) {
-    size_t at = s.find(sep, from);
-    std::string piece = s.substr(from, at == std::string::npos ? std::string::npos : at - from);
-    size_t b = piece.find_first_not_of(" \t"), e = piece.find_last_not_of(" \t");
-    out.push_back(b == std::string::npos ? "" : piece.substr(b, e - b + 1));
-    if (at == std::string::npos) return out;
-    from = at + 1;
-  }
+std::vector<std::string> trimmed_list(const std::string& s, char sep) {
+  std::vector<std::string> out = split_list(s, sep);
+  for (std::string& piece : out) piece = std::string(trim(piece, " \t"));
+  return out;
 }
 
 }  // namespace
@@ -66,11 +60,11 @@ int cmd_classify(int argc, char** argv) {
     throw Error("classify needs a clip pipeline; " + manifest.path + " is type '" + pipelines::type_name(manifest.type) + "'");
 
   std::vector<std::string> labels;
-  if (args.has("--labels")) labels = split(args.get("--labels"), ',');
+  if (args.has("--labels")) labels = trimmed_list(args.get("--labels"), ',');
   else if (manifest.labels) labels = *manifest.labels;
   if (labels.empty()) throw Error("no labels: give --labels \"a,b,c\" or list labels in " + manifest.path);
   std::vector<std::string> templates{"{}"};
-  if (args.has("--templates")) templates = split(args.get("--templates"), '|');
+  if (args.has("--templates")) templates = trimmed_list(args.get("--templates"), '|');
   else if (manifest.templates && !manifest.templates->empty()) templates = *manifest.templates;
 
   clip::ClipPipeline pipeline(manifest, session);

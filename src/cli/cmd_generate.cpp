@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/ascii.h"
 #include "cli/args.h"
 #include "cli/output_text.h"
 #include "cli/commands.h"
@@ -45,9 +45,7 @@ const char* const kUsage =
 
 std::vector<generate::TokenId> parse_ids(const std::string& text) {
   std::vector<generate::TokenId> ids;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
+  for (const std::string& item : split_list(text)) {
     size_t used = 0;
     long long v = -1;
     try {

@@ -42,11 +42,8 @@ double share_for(const std::string& flag, const std::string& spec, Modality moda
   };
   if (spec.find('=') == std::string::npos) return number(std::string(trim(spec)));
   double out = 0;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t end = spec.find(',', start);
-    if (end == std::string::npos) end = spec.size();
-    std::string item(trim(spec.substr(start, end - start)));
+  for (const std::string& piece : split_list(spec)) {
+    std::string item(trim(piece));
     size_t eq = item.find('=');
     if (eq == std::string::npos) throw Error(flag + ": '" + item + "' is not MODALITY=SHARE");
     std::string name = ascii_lower(std::string(trim(item.substr(0, eq))));
@@ -54,7 +51,6 @@ double share_for(const std::string& flag, const std::string& spec, Modality moda
     if (name != "vision" && name != "text" && name != "audio")
       throw Error(flag + ": unknown modality '" + name + "' (vision, text or audio)");
     if (name == modality_name(modality)) out = v;
-    start = end + 1;
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/ascii.h"
 #include "cli/args.h"
 #include "cli/calibration.h"
 #include "cli/commands.h"
@@ -54,9 +55,7 @@ struct Measured {
 std::vector<double> number_list(const Args& args, const std::string& flag, std::vector<double> fallback, double lo, double hi) {
   if (!args.has(flag)) return fallback;
   std::vector<double> out;
-  std::stringstream in(args.get(flag));
-  std::string item;
-  while (std::getline(in, item, ',')) {
+  for (std::string item : split_list(args.get(flag))) {
     if (item == "off") item = "0";
     char* end = nullptr;
     const double v = std::strtod(item.c_str(), &end);
@@ -140,9 +139,7 @@ int cmd_tune_model(int argc, char** argv) {
   if (eval_limit < 1) throw Error("--eval-limit must be at least 1");
   std::vector<bool> precisions;
   {
-    std::stringstream in(args.get("--precision", "fp32,int8"));
-    std::string item;
-    while (std::getline(in, item, ',')) {
+    for (const std::string& item : split_list(args.get("--precision", "fp32,int8"))) {
       if (item != "fp32" && item != "int8") throw Error("--precision takes fp32 and int8, comma-separated, got '" + item + "'");
       precisions.push_back(item == "int8");
     }

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/ascii.h"
 #include "mminfer/status.h"
 
 namespace mminfer {
@@ -96,10 +97,7 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   if (sh.size() < 2 || sh.front() != '(' || sh.back() != ')') throw Error(what + ": malformed .npy shape " + sh);
   Shape shape;
   {
-    std::string inner = sh.substr(1, sh.size() - 2);
-    std::stringstream ss(inner);
-    std::string tok;
-    while (std::getline(ss, tok, ',')) {
+    for (const std::string& tok : split_list(std::string_view(sh).substr(1, sh.size() - 2))) {
       size_t a = tok.find_first_not_of(' ');
       if (a == std::string::npos) continue;
       try {

@@ -1,5 +1,6 @@
 #include <regex>
 
+#include "core/ascii.h"
 #include "mminfer/precision.h"
 
 namespace mminfer {
@@ -72,10 +73,7 @@ Status parse_precision(const std::string& spec, PrecisionPolicy* policy) {
     *policy = out;
     return Status::ok();
   }
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t comma = spec.find(',', start);
-    std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& item : split_list(spec)) {
     size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
       return Status::error("--precision: expected MODALITY=PRECISION, got '" + item + "'");
@@ -92,8 +90,6 @@ Status parse_precision(const std::string& spec, PrecisionPolicy* policy) {
         return Status::error("--precision: unknown modality '" + name + "' (use vision, text, audio, other or all)");
       out.by_modality[found] = p;
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   *policy = out;
   return Status::ok();

@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "core/ascii.h"
 #include "mminfer/status.h"
 #include "serve/http_client.h"
 #include "serve/input_variants.h"
@@ -132,11 +133,8 @@ const char* modality_name(Modality m) {
 std::vector<MixEntry> parse_mix(std::string_view spec) {
   std::vector<MixEntry> mix;
   double total = 0;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t comma = spec.find(',', start);
-    std::string_view part = spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    start = comma == std::string_view::npos ? spec.size() + 1 : comma + 1;
+  for (const std::string& piece : split_list(spec)) {
+    const std::string_view part = piece;
     size_t colon = part.find(':');
     std::string_view name = part.substr(0, colon);
     MixEntry e{Modality::kText, 1};

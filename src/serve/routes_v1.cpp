@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/ascii.h"
 #include "pipelines/clip/zero_shot.h"
 #include "serve/base64.h"
 #include "serve/embedding_dimensions.h"
@@ -67,17 +68,7 @@ std::vector<std::string> string_list(const json& j, const char* key) {
   std::vector<std::string> out;
   if (!j.contains(key)) return out;
   const json& v = j[key];
-  if (v.is_string()) {  // "cat,dog" as the command line takes it
-    std::string s = v.get<std::string>();
-    size_t i = 0;
-    while (i <= s.size()) {
-      size_t k = s.find(',', i);
-      if (k == std::string::npos) k = s.size();
-      out.push_back(s.substr(i, k - i));
-      i = k + 1;
-    }
-    return out;
-  }
+  if (v.is_string()) return split_list(v.get<std::string>());  // "cat,dog" as the command line takes it
   if (!v.is_array()) throw Error(std::string("'") + key + "' must be a list of strings");
   for (const json& e : v) {
     if (!e.is_string()) throw Error(std::string("'") + key + "' must be a list of strings");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/ascii.h"
 #include "modal/image/resize.h"
 #include "pipelines/ocr/ctc.h"
 
@@ -132,17 +133,11 @@ OcrOptions ocr_options(const pipelines::Manifest& m, OcrOptions o) {
 }
 
 std::vector<std::string> parse_model_roles(const std::string& list) {
-  std::vector<std::string> roles;
-  size_t at = 0;
-  while (at <= list.size() && !list.empty()) {
-    size_t comma = list.find(',', at);
-    std::string role = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+  if (list.empty()) return {};
+  std::vector<std::string> roles = split_list(list);
+  for (const std::string& role : roles)
     if (role != "det" && role != "cls" && role != "rec")
       throw Error("unknown model '" + role + "' (use det, cls, rec, comma-separated)");
-    roles.push_back(role);
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
   return roles;
 }
 

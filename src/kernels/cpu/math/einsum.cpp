@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/ascii.h"
 #include "core/parallel.h"
 #include "kernels/cpu/common/registry.h"
 #include "kernels/cpu/math/matmul_common.h"
@@ -19,17 +20,6 @@ struct EinsumPlan {
   Shape out_shape, sum_shape;
   std::vector<std::vector<int64_t>> out_strides, sum_strides;  // per input, per label
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts(1);
-  for (char c : s) {
-    if (c == sep)
-      parts.emplace_back();
-    else
-      parts.back() += c;
-  }
-  return parts;
-}
 
 std::vector<int> parse_term(const std::string& t) {
   std::vector<int> out;
@@ -68,7 +58,7 @@ EinsumPlan make_plan(const std::string& equation, const Inputs& in) {
   for (char c : equation)
     if (c != ' ') eq += c;
   size_t arrow = eq.find("->");
-  std::vector<std::string> terms = split(arrow == std::string::npos ? eq : eq.substr(0, arrow), ',');
+  std::vector<std::string> terms = split_list(arrow == std::string::npos ? eq : eq.substr(0, arrow), ',');
   if (terms.size() != in.size())
     fail("equation has " + std::to_string(terms.size()) + " operands but " + std::to_string(in.size()) + " inputs were given");
   std::vector<std::vector<int>> raw(in.size());
