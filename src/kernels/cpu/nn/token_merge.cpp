@@ -21,11 +21,13 @@ namespace mminfer::kernels {
 
 namespace {
 
-// 1 / |row|, or 0 for a zero row.
-float inverse_norm(const float* m, int64_t c, int64_t row) {
-  float n;
-  row_dots(m, c, &row, 1, &row, 1, &n);
-  return n > 0 ? 1.f / std::sqrt(n) : 0.f;
+// 1 / |row| of each of one image's t metric rows (c floats each), or 0 for a zero row.
+void inverse_norms(const float* m, int64_t c, int64_t t, float* inv) {
+  for (int64_t row = 0; row < t; ++row) {
+    float n;
+    row_dots(m, c, &row, 1, &row, 1, &n);
+    inv[row] = n > 0 ? 1.f / std::sqrt(n) : 0.f;
+  }
 }
 
 // Work below which the similarity rows stay on one thread (multiply-adds), and floats below which
@@ -35,22 +37,21 @@ constexpr int64_t kSimilarityGrain = 1 << 20;
 constexpr int64_t kRowsGrain = 1 << 16;
 
 // A tokens a[0..na) of one image against its B tokens: each one's most similar B token (the
-// cosine of the metric rows m, c floats each) and that cosine. The first of equal ones wins; a
-// token with no comparable cosine (NaN metric) keeps the first B token and -inf, so that exactly
-// r tokens still merge.
-void best_matches(const float* m, int64_t c, const int64_t* a, int64_t na, const int64_t* b, int64_t nb,
-                  std::vector<float>& dots, std::vector<float>& inv_b, float* score, int64_t* match) {
+// cosine of the metric rows m, c floats each, whose inverse norms are `inv`) and that cosine. The
+// first of equal ones wins; a token with no comparable cosine (NaN metric) keeps the first B
+// token and -inf, so that exactly r tokens still merge.
+void best_matches(const float* m, int64_t c, const float* inv, const int64_t* a, int64_t na, const int64_t* b,
+                  int64_t nb, std::vector<float>& dots, float* score, int64_t* match) {
   // Cosine similarity: the rows' dot products over their norms (no normalized copy, which for
   // a ViT's width cost more in fresh memory than the products themselves).
-  for (int64_t j = 0; j < nb; ++j) inv_b[j] = inverse_norm(m, c, b[j]);
   dots.resize(static_cast<size_t>(na * nb));
   row_dots(m, c, a, na, b, nb, dots.data());
   for (int64_t i = 0; i < na; ++i) {
-    const float inv_a = inverse_norm(m, c, a[i]);
+    const float inv_a = inv[a[i]];
     float best = -INFINITY;
     int64_t at = b[0];
     for (int64_t j = 0; j < nb; ++j) {
-      const float sim = dots[i * nb + j] * inv_a * inv_b[j];
+      const float sim = dots[i * nb + j] * inv_a * inv[b[j]];
       if (sim > best) best = sim, at = b[j];
     }
     score[i] = best, match[i] = at;
@@ -159,22 +160,27 @@ class TokenMergeKernel final : public Kernel {
     if (batch >= num_threads()) {
       // Enough images for every thread: each image whole on one, in one parallel region.
       parallel_each(batch, [&](int64_t b) {
-        std::vector<float> dots, inv_b(static_cast<size_t>(nb));
-        if (r > 0)
-          best_matches(ms + b * t * c, c, a_tokens.data(), na, b_tokens.data(), nb, dots, inv_b,
+        std::vector<float> dots, inv(static_cast<size_t>(t));
+        if (r > 0) {
+          inverse_norms(ms + b * t * c, c, t, inv.data());
+          best_matches(ms + b * t * c, c, inv.data(), a_tokens.data(), na, b_tokens.data(), nb, dots,
                        score.data() + b * na, match.data() + b * na);
+        }
         plan_image(plan, b, t, r, a_tokens, score.data() + b * na, match.data() + b * na, sizes(in));
         write_rows(plan, b, t, d, 0, d, xs + b * t * d, ys + b * (t - r) * d);
       });
     } else {
       // Fewer images than threads: the similarity rows and the output's column blocks are split
       // instead, so that a large image alone still uses every thread.
+      // Each row's inverse norm once (a few of the similarity's multiply-adds), then the rows.
+      std::vector<float> inv(static_cast<size_t>(r > 0 ? batch * t : 0));
+      for (int64_t b = 0; r > 0 && b < batch; ++b) inverse_norms(ms + b * t * c, c, t, inv.data() + b * t);
       const int64_t grain = std::max<int64_t>(1, kSimilarityGrain / std::max<int64_t>(1, nb * c));
       if (r > 0) parallel_for(batch * na, grain, [&](int64_t begin, int64_t end) {
-        std::vector<float> dots, inv_b(static_cast<size_t>(nb));
+        std::vector<float> dots;
         for (int64_t row = begin; row < end;) {
           const int64_t b = row / na, i = row % na, rows = std::min(end - row, na - i);
-          best_matches(ms + b * t * c, c, a_tokens.data() + i, rows, b_tokens.data(), nb, dots, inv_b,
+          best_matches(ms + b * t * c, c, inv.data() + b * t, a_tokens.data() + i, rows, b_tokens.data(), nb, dots,
                        score.data() + row, match.data() + row);
           row += rows;
         }
