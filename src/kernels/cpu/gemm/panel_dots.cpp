@@ -3,29 +3,14 @@
 #include "kernels/cpu/gemm/panel_dots.h"
 #include "kernels/cpu/gemm/panel_dots_body.h"
 
-#include <immintrin.h>
-
 #include <cmath>
 
 #include "core/cpu_features.h"
+#include "kernels/cpu/common/f32_vector_avx2.h"
 
 namespace mminfer::kernels {
 
 namespace {
-
-struct Avx2Ops {
-  using V = __m256;
-  static constexpr int64_t kLanes = 8;
-  static V zero() { return _mm256_setzero_ps(); }
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static V load(const int8_t* p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-  }
-  static V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
-  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static V add(V a, V b) { return _mm256_add_ps(a, b); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-};
 
 bool has_avx512() { return cpu_features().avx512f && cpu_features().avx512bw; }
 
@@ -33,12 +18,12 @@ bool has_avx512() { return cpu_features().avx512f && cpu_features().avx512bw; }
 
 void panel_dots(const float* panels, int64_t d, const float* x, int64_t first, int64_t last, float* out) {
   if (has_avx512()) return panel_dots_avx512(panels, d, x, first, last, out);
-  panel_dots_body<Avx2Ops>(panels, d, x, first, last, out);
+  panel_dots_body<F32x8>(panels, d, x, first, last, out);
 }
 
 void panel_dots(const int8_t* panels, int64_t d, const float* x, int64_t first, int64_t last, float* out) {
   if (has_avx512()) return panel_dots_avx512(panels, d, x, first, last, out);
-  panel_dots_body<Avx2Ops>(panels, d, x, first, last, out);
+  panel_dots_body<F32x8>(panels, d, x, first, last, out);
 }
 
 float panel_row_dot(const float* panels, int64_t d, const float* x, int64_t row) {

@@ -1,8 +1,9 @@
 // The shared-key loops of cached_attention_loops.h, written once over an ISA's operations. Each
-// ISA's file defines its Ops and includes this; everything here has internal linkage, so the
-// copies built with different instruction sets never meet at link time.
+// ISA's file includes this with its Ops (f32_vector_avx2.h, f32_vector_avx512.h); everything here
+// has internal linkage, so the copies built with different instruction sets never meet at link
+// time.
 //
-// Ops provides: V (a float vector), kWidth (its lanes), zero(), load(p, left) (min(left, kWidth)
+// Ops provides: V (a float vector), kLanes (its lanes), zero(), load(p, left) (min(left, kLanes)
 // floats, the rest zero: a plain load when all are there, since a masked load that misses the
 // cache is ~3x slower on some CPUs, AMD Zen 4 among them), store(p, v, left), set1, fmadd,
 // sum(v) and sum4(a, b, c, d) (the four vectors' sums as one __m128).
@@ -29,7 +30,7 @@ void scores4(const float* const* q, int rows, const float* k, int64_t stride, in
   using V = typename Ops::V;
   for (int r = 0; r < rows; ++r) {
     V a0 = Ops::zero(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t c = 0; c < d; c += Ops::kWidth) {
+    for (int64_t c = 0; c < d; c += Ops::kLanes) {
       const V qv = Ops::load(q[r] + c, d - c);
       a0 = Ops::fmadd(qv, Ops::load(k + c, d - c), a0);
       a1 = Ops::fmadd(qv, Ops::load(k + stride + c, d - c), a1);
@@ -44,7 +45,7 @@ template <class Ops>
 void scores1(const float* const* q, int rows, const float* k, int64_t d, float* s, int64_t lds) {
   for (int r = 0; r < rows; ++r) {
     typename Ops::V a = Ops::zero();
-    for (int64_t c = 0; c < d; c += Ops::kWidth) a = Ops::fmadd(Ops::load(q[r] + c, d - c), Ops::load(k + c, d - c), a);
+    for (int64_t c = 0; c < d; c += Ops::kLanes) a = Ops::fmadd(Ops::load(q[r] + c, d - c), Ops::load(k + c, d - c), a);
     s[r * lds] = Ops::sum(a);
   }
 }
@@ -64,11 +65,11 @@ void group_scores(const float* const* q, int rows, const float* k, int64_t strid
   for (; j < n; ++j) scores1<Ops>(q, rows, k + j * stride, d, s + j, lds);
 }
 
-// out[0, cols) += Σ_j w[j] * v_j[0, cols) for j < n, cols <= 4 * kWidth, summed in registers.
+// out[0, cols) += Σ_j w[j] * v_j[0, cols) for j < n, cols <= 4 * kLanes, summed in registers.
 template <class Ops, int C>
 void accumulate(const float* w, const float* v, int64_t stride, int64_t n, int64_t cols, float* out) {
   using V = typename Ops::V;
-  constexpr int64_t W = Ops::kWidth;
+  constexpr int64_t W = Ops::kLanes;
   V a0 = Ops::load(out, cols), a1 = a0, a2 = a0, a3 = a0;
   if constexpr (C > 1) a1 = Ops::load(out + W, cols - W);
   if constexpr (C > 2) a2 = Ops::load(out + 2 * W, cols - 2 * W);
@@ -90,7 +91,7 @@ void accumulate(const float* w, const float* v, int64_t stride, int64_t n, int64
 template <class Ops>
 void group_values(const float* w, int64_t ldw, int rows, const float* v, int64_t stride, int64_t n, int64_t dv,
                   float* const* out) {
-  constexpr int64_t kCols = 4 * Ops::kWidth;  // columns per pass: four vectors of sums per row
+  constexpr int64_t kCols = 4 * Ops::kLanes;  // columns per pass: four vectors of sums per row
   for (int64_t j0 = 0; j0 < n; j0 += kValueBlock) {
     const int64_t m = std::min(kValueBlock, n - j0);
     // The next block, while this one is summed.
@@ -104,7 +105,7 @@ void group_values(const float* w, int64_t ldw, int rows, const float* v, int64_t
         const int64_t cols = std::min(kCols, dv - c0);
         const float* wr = w + r * ldw + j0;
         const float* vb = v + j0 * stride + c0;
-        switch ((cols + Ops::kWidth - 1) / Ops::kWidth) {
+        switch ((cols + Ops::kLanes - 1) / Ops::kLanes) {
           case 1: accumulate<Ops, 1>(wr, vb, stride, m, cols, out[r] + c0); break;
           case 2: accumulate<Ops, 2>(wr, vb, stride, m, cols, out[r] + c0); break;
           case 3: accumulate<Ops, 3>(wr, vb, stride, m, cols, out[r] + c0); break;

@@ -1,7 +1,6 @@
 // The AVX-512 row dots (row_dots.h): 4 x 4 tiles, 16 sums and 4 rows of b in 32 registers.
 // Reached only when cpu_features() has AVX-512 F.
-#include <immintrin.h>
-
+#include "kernels/cpu/common/f32_vector_avx512.h"
 #include "kernels/cpu/nn/row_dots.h"
 #include "kernels/cpu/nn/row_dots_body.h"
 
@@ -9,14 +8,8 @@ namespace mminfer::kernels {
 
 namespace {
 
-struct Avx512Ops {
-  using V = __m512;
-  static constexpr int64_t kLanes = 16;
+struct Avx512Ops : F32x16 {
   static constexpr int kTileA = 4, kTileB = 4;
-  static V zero() { return _mm512_setzero_ps(); }
-  static V load(const float* p) { return _mm512_loadu_ps(p); }
-  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static float sum(V v) { return _mm512_reduce_add_ps(v); }
 };
 
 }  // namespace
