@@ -2,7 +2,7 @@
 shapes each op event records.
 
 Two views:
-  - per ONNX op (`trace_matmul_flops`, `trace_compute_flops`): for a profile at --opt-level 0,
+  - per ONNX op (`trace_matmul_flops`): for a profile at --opt-level 0,
     where each MatMul of the file is one event;
   - executed (`trace_executed_flops`, `trace_roofline_seconds`): for a profile at the level that
     is timed, where products are FusedMatMul events and attention one fused event. Only this
@@ -60,11 +60,6 @@ def trace_packed_attention_flops(trace):
 def trace_matmul_flops(trace):
     """MatMul FLOPs in a profile."""
     return sum(f for f, _ in trace_matmul_products(trace))
-
-
-def trace_compute_flops(trace):
-    """MatMul and Conv FLOPs in a profile."""
-    return trace_matmul_flops(trace) + sum(f for f, _ in trace_conv_products(trace))
 
 
 def executed_products(trace):

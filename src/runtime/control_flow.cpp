@@ -91,7 +91,7 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis, bool reverse) {
     if (p.shape() != first.shape() || p.dtype() != first.dtype())
       fail("scan output changes shape between iterations (" + shape_str(first.shape()) + " vs " + shape_str(p.shape()) + ")");
   int64_t rank = static_cast<int64_t>(first.rank()) + 1;
-  axis = kernels::normalize_axis(axis, rank, "scan output");
+  axis = kernels::normalize_axis(axis, rank, "scan output axis");
   Shape shape = first.shape();
   shape.insert(shape.begin() + axis, static_cast<int64_t>(parts.size()));
   Tensor out = Tensor::empty(first.dtype(), shape);
@@ -192,7 +192,7 @@ class ScanKernel final : public kernels::Kernel {
     int64_t length = -1;
     for (int64_t k = 0; k < num_scan_; ++k) {
       const Tensor& t = kernels::need_input(in, states + k, "scan input");
-      int64_t axis = kernels::normalize_axis(in_axes_[k], static_cast<int64_t>(t.rank()), "scan_input_axes");
+      int64_t axis = kernels::normalize_axis(in_axes_[k], static_cast<int64_t>(t.rank()), "scan_input_axes value");
       if (length >= 0 && t.dim(axis) != length) fail("scan inputs disagree on the sequence length");
       length = t.dim(axis);
       scan_in.push_back(t);

@@ -14,12 +14,8 @@ const Tensor& need_input(const Inputs& in, size_t i, const char* what) {
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* what) {
   int64_t lo = rank == 0 ? -1 : -rank, hi = rank == 0 ? 0 : rank - 1;
-  if (axis < lo || axis > hi) {
-    // "axis 5", "axes value 5", "DFT axis 5": the word axis once, whether `what` says it or not.
-    const std::string w = what;
-    const char* between = w.find("axes") != std::string::npos ? " value " : w.find("axis") != std::string::npos ? " " : " axis ";
-    fail(w + between + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  }
+  if (axis < lo || axis > hi)
+    fail(std::string(what) + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + std::max<int64_t>(rank, 1) : axis;
 }
 

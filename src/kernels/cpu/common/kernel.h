@@ -70,6 +70,7 @@ class Kernel {
 // Helpers shared by kernels for argument checks; they throw Error with a clear message.
 [[noreturn]] void fail(const std::string& message);
 const Tensor& need_input(const Inputs& in, size_t i, const char* what);
+// `what` names the value in the error: "axis", "axes value", "DFT axis" ("axes value 5 is out ...").
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* what);
 std::vector<int64_t> read_int_tensor(const Tensor& t, const char* what);  // int32/int64 → int64
 double read_scalar(const Tensor& t, const char* what);                   // any numeric dtype

@@ -115,7 +115,7 @@ class ReduceKernel final : public Kernel {
     }
     std::vector<bool> reduced(shape.size(), axes.empty());
     for (int64_t a : axes) {
-      int64_t n = normalize_axis(a, rank, "axes");
+      int64_t n = normalize_axis(a, rank, "axes value");
       if (rank == 0) continue;
       if (reduced[n]) fail("axes lists axis " + std::to_string(a) + " twice");
       reduced[n] = true;

@@ -182,7 +182,7 @@ class MvnKernel final : public Kernel {
     int64_t rank = static_cast<int64_t>(x.rank());
     std::vector<bool> m(x.rank(), false);
     for (int64_t a : axes_) {
-      int64_t n = normalize_axis(a, rank, "axes");
+      int64_t n = normalize_axis(a, rank, "axes value");
       if (rank == 0) continue;
       if (m[n]) fail("axes lists axis " + std::to_string(a) + " twice");
       m[n] = true;

@@ -195,14 +195,14 @@ class MaxRoiPool final : public Kernel {
       if (!(roi[0] >= 0 && roi[0] < static_cast<float>(N)))
         fail("rois batch index " + std::to_string(roi[0]) + " is outside batch " + std::to_string(N));
       const int64_t b = static_cast<int64_t>(roi[0]);
-      if (!std::isfinite(roi[1] * scale_) || !std::isfinite(roi[2] * scale_) || !std::isfinite(roi[3] * scale_) ||
-          !std::isfinite(roi[4] * scale_)) {
+      const float corners[4] = {roi[1] * scale_, roi[2] * scale_, roi[3] * scale_, roi[4] * scale_};
+      if (!std::all_of(corners, corners + 4, [](float v) { return std::isfinite(v); })) {
         // No bin of a region without finite corners is defined: NaN shows it.
         std::fill(y + r * C * ph_ * pw_, y + (r + 1) * C * ph_ * pw_, std::numeric_limits<T>::quiet_NaN());
         continue;
       }
-      int64_t sw = map_coordinate(roi[1] * scale_), sh = map_coordinate(roi[2] * scale_);
-      int64_t ew = map_coordinate(roi[3] * scale_), eh = map_coordinate(roi[4] * scale_);
+      int64_t sw = map_coordinate(corners[0]), sh = map_coordinate(corners[1]);
+      int64_t ew = map_coordinate(corners[2]), eh = map_coordinate(corners[3]);
       double bh = static_cast<double>(std::max<int64_t>(eh - sh + 1, 1)) / static_cast<double>(ph_);
       double bw = static_cast<double>(std::max<int64_t>(ew - sw + 1, 1)) / static_cast<double>(pw_);
       for (int64_t c = 0; c < C; ++c) {

@@ -175,7 +175,7 @@ class Dft final : public Kernel {
     int64_t axis = axis_;
     if (opset_ >= 20 && in.size() > 2 && in[2] && in[2]->defined())
       axis = static_cast<int64_t>(read_scalar(*in[2], "axis"));
-    axis = normalize_axis(axis, r, "DFT");
+    axis = normalize_axis(axis, r, "DFT axis");
     if (axis == r - 1 || (opset_ < 20 && axis == 0)) fail("DFT axis " + std::to_string(axis) + " is not a signal dim");
     int64_t length = x.dim(axis);
     if (in.size() > 1 && in[1] && in[1]->defined() && in[1]->numel() > 0)

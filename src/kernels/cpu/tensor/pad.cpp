@@ -134,7 +134,7 @@ class PadKernel final : public Kernel {
     std::vector<int64_t> pads = opset_ < 11 ? pads_attr_ : read_int_tensor(need_input(in, 1, "pads"), "pads");
     std::vector<int64_t> axes;
     if (opset_ >= 18 && in.size() > 3 && in[3]) {
-      for (int64_t a : read_int_tensor(*in[3], "axes")) axes.push_back(normalize_axis(a, r, "axes"));
+      for (int64_t a : read_int_tensor(*in[3], "axes")) axes.push_back(normalize_axis(a, r, "axes value"));
     } else {
       for (int64_t k = 0; k < r; ++k) axes.push_back(k);
     }

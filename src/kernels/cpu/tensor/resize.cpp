@@ -136,7 +136,7 @@ class ResizeKernel final : public Kernel {
     std::vector<int64_t> axes;
     std::vector<bool> seen(static_cast<size_t>(rank), false);
     for (int64_t a : axes_) {
-      int64_t n = normalize_axis(a, rank, "attribute axes");
+      int64_t n = normalize_axis(a, rank, "attribute axes value");
       if (seen[n]) fail("attribute axes repeats axis " + std::to_string(n));
       seen[n] = true;
       axes.push_back(n);

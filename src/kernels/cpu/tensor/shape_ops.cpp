@@ -100,7 +100,7 @@ class SqueezeKernel final : public AliasKernel {
       for (size_t k = 0; k < x.rank(); ++k) drop[k] = x.dim(k) == 1;
     }
     for (int64_t a : axes) {
-      size_t k = static_cast<size_t>(normalize_axis(a, r, "axes"));
+      size_t k = static_cast<size_t>(normalize_axis(a, r, "axes value"));
       if (x.dim(k) != 1) fail("cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(x.dim(k)));
       drop[k] = true;
     }
@@ -124,7 +124,7 @@ class UnsqueezeKernel final : public AliasKernel {
     int64_t r = static_cast<int64_t>(x.rank() + axes.size());
     std::vector<bool> inserted(static_cast<size_t>(r), false);
     for (int64_t a : axes) {
-      size_t k = static_cast<size_t>(normalize_axis(a, r, "axes"));
+      size_t k = static_cast<size_t>(normalize_axis(a, r, "axes value"));
       if (inserted[k]) fail("axes has axis " + std::to_string(a) + " more than once");
       inserted[k] = true;
     }

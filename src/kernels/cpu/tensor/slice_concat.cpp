@@ -58,7 +58,7 @@ SliceView plan_slice(const Shape& in, const std::vector<int64_t>& starts, const 
   std::vector<bool> seen(in.size(), false);
   std::vector<int64_t> base = v.strides;
   for (size_t i = 0; i < axes.size(); ++i) {
-    size_t a = static_cast<size_t>(normalize_axis(axes[i], static_cast<int64_t>(in.size()), "axes"));
+    size_t a = static_cast<size_t>(normalize_axis(axes[i], static_cast<int64_t>(in.size()), "axes value"));
     if (seen[a]) fail("axes repeats axis " + std::to_string(axes[i]));
     seen[a] = true;
     int64_t start, len;

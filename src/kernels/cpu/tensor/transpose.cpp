@@ -83,7 +83,7 @@ class TransposeKernel final : public Kernel {
     std::vector<bool> seen(rank, false);
     std::vector<int64_t> p(rank);
     for (size_t k = 0; k < rank; ++k) {
-      int64_t a = normalize_axis(perm_attr_[k], static_cast<int64_t>(rank), "perm");
+      int64_t a = normalize_axis(perm_attr_[k], static_cast<int64_t>(rank), "perm axis");
       if (seen[static_cast<size_t>(a)]) fail("perm is not a permutation (axis " + std::to_string(a) + " repeats)");
       seen[static_cast<size_t>(a)] = true;
       p[k] = a;
