@@ -65,30 +65,34 @@ TEST(TokenMerge, NeverMergesTheClassTokenAndCapsR) {
   EXPECT_FLOAT_EQ(out[1].data<float>()[1], 2);
 }
 
+// A batch of `batch` images of T tokens, with sizes as an earlier merge would leave them.
+struct Batch {
+  Tensor x, metric, sizes;
+};
 
-// Every output bit of a batch of `batch` images of T tokens; with sizes from an earlier merge.
-std::vector<Tensor> merge_batch(int64_t batch, int64_t t, int64_t d, int64_t r, unsigned seed) {
-  Tensor x = floats({batch, t, d}, testing::normal(batch * t * d, seed));
-  Tensor m = floats({batch, t, d}, testing::normal(batch * t * d, seed + 1));
+Batch random_batch(int64_t batch, int64_t t, int64_t d, unsigned seed) {
   std::vector<float> s(static_cast<size_t>(batch * t));
   for (size_t i = 0; i < s.size(); ++i) s[i] = 1.f + static_cast<float>(i % 3);
-  Tensor sizes = floats({batch, t}, s);
-  return merge(x, m, &sizes, r);
+  return {floats({batch, t, d}, testing::normal(batch * t * d, seed)),
+          floats({batch, t, d}, testing::normal(batch * t * d, seed + 1)), floats({batch, t}, s)};
+}
+
+// Image b's slice of a batched tensor, as a batch of one.
+Tensor image_of(const Tensor& t, int64_t b) {
+  Shape one = t.shape();
+  const int64_t n = t.numel() / one[0];
+  one[0] = 1;
+  return floats(one, std::vector<float>(t.data<float>() + b * n, t.data<float>() + (b + 1) * n));
 }
 
 TEST(TokenMerge, AnImageMergesAsItWouldAloneAtAnyThreadCount) {
   // Large enough that the similarity and the rows are split over the threads.
   const int64_t batch = 3, t = 197, d = 136, r = 16;
-  std::vector<Tensor> together = merge_batch(batch, t, d, r, 7);
+  const Batch in = random_batch(batch, t, d, 7);
+  std::vector<Tensor> together = merge(in.x, in.metric, &in.sizes, r);
   ASSERT_EQ(together[0].shape(), (Shape{batch, t - r, d}));
-  Tensor x = floats({batch, t, d}, testing::normal(batch * t * d, 7));
-  Tensor m = floats({batch, t, d}, testing::normal(batch * t * d, 8));
-  std::vector<float> s(static_cast<size_t>(batch * t));
-  for (size_t i = 0; i < s.size(); ++i) s[i] = 1.f + static_cast<float>(i % 3);
   for (int64_t b = 0; b < batch; ++b) {
-    Tensor xb = floats({1, t, d}, std::vector<float>(x.data<float>() + b * t * d, x.data<float>() + (b + 1) * t * d));
-    Tensor mb = floats({1, t, d}, std::vector<float>(m.data<float>() + b * t * d, m.data<float>() + (b + 1) * t * d));
-    Tensor sb = floats({1, t}, std::vector<float>(s.begin() + b * t, s.begin() + (b + 1) * t));
+    const Tensor xb = image_of(in.x, b), mb = image_of(in.metric, b), sb = image_of(in.sizes, b);
     for (int threads : {1, 2, 3}) {
       ThreadScope scope(threads);
       std::vector<Tensor> alone = merge(xb, mb, &sb, r);
